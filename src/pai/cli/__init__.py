@@ -1,0 +1,1 @@
+"""The pai command line, built on the SDK."""

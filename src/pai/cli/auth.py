@@ -1,0 +1,76 @@
+"""`pai login`, `pai logout`, `pai whoami`: the saved server and token."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pai.cli.formatting import timestamp
+from pai.cli.session import JsonOption, ServerOption, connect, err, out, print_json, read_secret
+from pai.sdk import Client, ConfigError, PaiError, UnauthorizedError, log_in
+from pai.sdk.config import Credentials, config_path, load_config, normalize_server, save_config
+
+
+def login(
+    username: Annotated[str, typer.Option("--username", "-u", help="Your user name.")],
+    server: ServerOption = None,
+    password: Annotated[
+        str | None,
+        typer.Option(
+            "--password",
+            help="Your password; asked with hidden input when not given (or read from "
+            "standard input when it is not a terminal).",
+        ),
+    ] = None,
+    expiration: Annotated[
+        int | None,
+        typer.Option(help="Lifetime of the token in seconds (the server's default: a day)."),
+    ] = None,
+) -> None:
+    """Log in and save the server and a token in ~/.pai/config (or $PAI_CONFIG), mode 600.
+
+    The token is never printed. Later commands use this server unless --server says otherwise.
+    """
+    path = config_path()
+    config = load_config(path)
+    url = server or config.server
+    if not url:
+        raise ConfigError("which server? pass --server URL (or set PAI_SERVER)")
+    secret = password if password is not None else read_secret("Password")
+    result = log_in(url, username, secret, expiration)
+    save_config(config.with_login(url, Credentials(result.user, result.token)), path)
+    role = "administrator" if result.admin else "user"
+    out().print(f"Logged in to {normalize_server(url)} as {result.user} ({role}).")
+
+
+def logout(server: ServerOption = None) -> None:
+    """Revoke the saved token on the server and forget it."""
+    path = config_path()
+    config = load_config(path)
+    client = Client.from_config(path, server=server)
+    with client:
+        if client.token is None:
+            out().print(f"Not logged in to {client.server}.")
+            return
+        try:
+            client.logout()
+        except UnauthorizedError:
+            pass  # the token was already revoked or expired: forgetting it is all that is left
+        except PaiError as error:
+            err().print(f"warning: could not revoke the token on the server: {error}")
+        save_config(config.without(client.server), path)
+        out().print(f"Logged out of {client.server}.")
+
+
+def whoami(server: ServerOption = None, as_json: JsonOption = False) -> None:
+    """Show who you are logged in as, and until when."""
+    with connect(server) as client:
+        who = client.whoami()
+        if as_json:
+            print_json(who)
+            return
+        role = "administrator" if who.admin else "user"
+        kind = "application token" if who.application else "user token"
+        expires = "never expires" if who.exp is None else f"expires {timestamp(who.exp * 1000)}"
+        out().print(f"{who.username} ({role}) on {client.server}, {kind}, {expires}")

@@ -1,0 +1,71 @@
+"""`pai vc` and `pai cluster`: capacity, who uses it, and what is free."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pai.cli.formatting import NONE, table, usage_bar
+from pai.cli.session import JsonOption, ServerOption, connect, out, print_json
+from pai.sdk import Node, VirtualCluster
+
+
+def vc(server: ServerOption = None, as_json: JsonOption = False) -> None:
+    """Show the virtual clusters: what each is guaranteed, how much is used, its jobs."""
+    with connect(server) as client:
+        clusters = client.virtual_clusters()
+    if as_json:
+        print_json(clusters)
+    else:
+        out().print(vc_table(clusters))
+
+
+def cluster(server: ServerOption = None, as_json: JsonOption = False) -> None:
+    """Show the nodes (health, GPUs and cells used and free, usage per VC) and the VCs."""
+    with connect(server) as client:
+        nodes = client.nodes()
+        clusters = client.virtual_clusters()
+    if as_json:
+        print_json({"nodes": nodes, "virtualClusters": clusters})
+        return
+    out().print(Group(nodes_table(nodes), Text(""), vc_table(clusters)))
+
+
+def vc_table(clusters: Mapping[str, VirtualCluster]) -> Table:
+    result = table(
+        "VC", "GUARANTEED", "GPUS USED", "LEAF CELLS USED", "FREE GPUS", "RUNNING", "WAITING"
+    )
+    for name, info in sorted(clusters.items()):
+        cells = ", ".join(f"{cell.cell_number} {cell.cell_type}" for cell in info.cells)
+        result.add_row(
+            name,
+            cells or NONE,
+            usage_bar(info.used_gpus, info.guaranteed_gpus),
+            usage_bar(info.used_leaves, info.guaranteed_leaves),
+            str(info.free_gpus),
+            str(info.running_jobs),
+            str(info.waiting_jobs),
+        )
+    return result
+
+
+def nodes_table(nodes: Sequence[Node]) -> Table:
+    result = table("NODE", "ADDRESS", "HEALTH", "SKU", "GPUS USED", "CELLS USED", "BY VC", "JOBS")
+    for node in nodes:
+        by_vc = Counter(leaf.vc or NONE for leaf in node.usage)
+        jobs = sorted({leaf.job for leaf in node.usage if leaf.job})
+        result.add_row(
+            node.name,
+            node.address,
+            Text("healthy", "green") if node.healthy else Text("unhealthy", "bold red"),
+            node.sku_type or NONE,
+            usage_bar(node.gpus.used, node.gpus.total, width=10),
+            usage_bar(node.leaves.used, node.leaves.total, width=10),
+            ", ".join(f"{name} {count}" for name, count in sorted(by_vc.items())) or NONE,
+            ", ".join(jobs) or NONE,
+        )
+    return result

@@ -1,0 +1,93 @@
+"""`pai group`: groups grant virtual clusters and admin rights to their members."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pai.cli.formatting import NONE, table, yes_no
+from pai.cli.session import (
+    JsonOption,
+    ServerOption,
+    VcsOption,
+    comma_list,
+    connect,
+    out,
+    print_json,
+)
+
+group_app = typer.Typer(
+    name="group",
+    help="Groups: they grant virtual clusters and admin rights (changes need an administrator).",
+    no_args_is_help=True,
+)
+
+GroupArgument = Annotated[str, typer.Argument(help="The group name.")]
+
+
+@group_app.command("list")
+def list_groups(server: ServerOption = None, as_json: JsonOption = False) -> None:
+    """List groups with the rights they grant."""
+    with connect(server) as client:
+        groups = client.groups()
+    if as_json:
+        print_json(groups)
+        return
+    result = table("GROUP", "ADMIN", "VIRTUAL CLUSTERS", "DESCRIPTION")
+    for group in groups:
+        result.add_row(
+            group.groupname,
+            yes_no(group.admin),
+            ", ".join(group.virtual_clusters) or NONE,
+            group.description or NONE,
+        )
+    out().print(result)
+
+
+@group_app.command("create")
+def create_group(
+    name: GroupArgument,
+    vc: VcsOption = None,
+    admin: Annotated[bool, typer.Option("--admin", help="Members are administrators.")] = False,
+    description: Annotated[str, typer.Option("--description", help="What the group is.")] = "",
+    server: ServerOption = None,
+) -> None:
+    """Create a group whose members may use the given virtual clusters."""
+    with connect(server) as client:
+        message = client.create_group(
+            name, description=description, admin=admin, virtual_clusters=comma_list(vc)
+        )
+    out().print(message)
+
+
+@group_app.command("delete")
+def delete_group(name: GroupArgument, server: ServerOption = None) -> None:
+    """Delete a group."""
+    with connect(server) as client:
+        out().print(client.delete_group(name))
+
+
+@group_app.command("set-vcs")
+def set_vcs(
+    name: GroupArgument,
+    vcs: Annotated[
+        list[str] | None,
+        typer.Argument(help="The virtual clusters members may use (none: no VC)."),
+    ] = None,
+    server: ServerOption = None,
+) -> None:
+    """Replace the virtual clusters a group grants."""
+    with connect(server) as client:
+        out().print(client.update_group(name, virtual_clusters=comma_list(vcs)))
+
+
+@group_app.command("set-admin")
+def set_admin(
+    name: GroupArgument,
+    admin: Annotated[bool, typer.Argument(help="true: members are administrators; false: not.")],
+    server: ServerOption = None,
+) -> None:
+    """Grant or withdraw administrator rights to a group's members."""
+    with connect(server) as client:
+        out().print(client.update_group(name, admin=admin))

@@ -1,0 +1,119 @@
+"""`pai up`: the whole platform on this machine, in one process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_cluster
+from pai.cluster.model import ClusterConfig
+from pai.errors import ConfigurationError
+from pai.server.logconfig import configure_logging
+from pai.settings import Settings
+
+DEFAULT_PORT = 9186
+CLUSTER_FILE = "cluster.yaml"
+"""The cluster file `pai up` last ran with, kept in `$PAI_HOME` so a restart uses it again."""
+
+console = Console(stderr=True)
+
+
+def up(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    home: Annotated[
+        Path | None, typer.Option(help="State directory (default: $PAI_HOME or ~/.pai).")
+    ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            help="Cluster file (HiveD format). Default: the last one used with this home, "
+            "else this machine as a one-node cluster."
+        ),
+    ] = None,
+) -> None:
+    """Start PAI here: the REST API, the portal, the controller and the local executor.
+
+    Ctrl-C stops the platform; running tasks keep running and the next `pai up` with the
+    same home picks them up again.
+    """
+    try:
+        settings = _settings(home)
+        chosen = _cluster(settings.home, cluster)
+        _check_port_free(host, port)
+    except (ConfigurationError, ClusterConfigError, OSError) as problem:
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(1) from None
+
+    from pai.platform import create_platform_app
+    from pai.server import build_server
+
+    log_path = settings.home / "pai.log"
+    with open(log_path, "a", encoding="utf-8") as log_file:
+        configure_logging(settings.log_level, log_file)
+        app = create_platform_app(settings, chosen)
+        _announce(host, port, settings, chosen, log_path)
+        build_server(app, host=host, port=port).run()
+    console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
+
+
+def _settings(home: Path | None) -> Settings:
+    environ = dict(os.environ)
+    if home is not None:
+        environ["PAI_HOME"] = str(home)
+    settings = Settings.from_env(environ)
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return settings
+
+
+def _cluster(home: Path, given: Path | None) -> ClusterConfig:
+    kept = home / CLUSTER_FILE
+    if given is not None:
+        config = cluster_from_file(given)  # validate before replacing the kept copy
+        if given.resolve() != kept.resolve():
+            shutil.copyfile(given, kept)
+        return config
+    if kept.exists():
+        return cluster_from_file(kept)
+    return detect_local_cluster()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise OSError(
+                f"cannot listen on {host}:{port} ({error.strerror}); is PAI already running? "
+                "Choose another port with --port"
+            ) from None
+
+
+def _announce(
+    host: str, port: int, settings: Settings, cluster: ClusterConfig, log_path: Path
+) -> None:
+    url = f"http://{host}:{port}"
+    table = Table(title="Virtual clusters", show_edge=False)
+    for column in ("VC", "guaranteed cells", "pinned cells"):
+        table.add_column(column)
+    for name, vc in cluster.virtual_clusters.items():
+        cells = ", ".join(f"{cell.number} x {cell.cell_type}" for cell in vc.virtual_cells)
+        table.add_row(name, cells or "-", ", ".join(vc.pinned_cells) or "-")
+    console.print(f"[bold]PAI[/bold] is starting at [link={url}]{url}[/link]")
+    console.print(f"  home:    {settings.home}")
+    console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
+    console.print(f"  log:     {log_path}")
+    console.print(table)
+    console.print(
+        f"Log in at {url}/ as 'admin' (or: pai login --server {url} --username admin).\n"
+        "Press Ctrl-C to stop.",
+    )
+    sys.stderr.flush()

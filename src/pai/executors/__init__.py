@@ -1,0 +1,1 @@
+"""Where tasks run: the Executor protocol and its local, Kubernetes and simulated backends."""

@@ -1,0 +1,198 @@
+"""The seam between the platform and wherever tasks run.
+
+Like JupyterHub's Spawner, an executor is a small interface with one implementation per backend
+(local processes, Kubernetes Pods, a simulator). The controller decides *what* runs; an executor
+only runs it, reports what happened, and can find its tasks again after a control-plane restart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum, StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from pai.runtime.classification import Classification, ExitCode
+
+TASK_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.~-]{0,199}$")
+
+
+class ExecutorError(Exception):
+    """An executor cannot do what it was asked; the message says which task and why."""
+
+
+class UnknownTaskError(ExecutorError, KeyError):
+    """No task attempt with this key was ever launched by this executor."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown task"
+
+
+def check_task_key(key: str) -> str:
+    """Task keys name directories and Pods, so they are restricted to a safe alphabet."""
+    if not TASK_KEY_PATTERN.match(key) or ".." in key:
+        raise ExecutorError(
+            f"task key {key!r} must be 1-200 characters of letters, digits and '_.~-', "
+            "start with a letter or digit, and not contain '..'"
+        )
+    return key
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    """Everything needed to run one attempt of one task; `key` is unique per attempt.
+
+    `script` is the final bash script with secrets substituted: executors hand it to the task
+    and never store or log it (it is left out of `repr`).
+    """
+
+    key: str
+    job: str
+    role: str
+    index: int
+    job_attempt: int
+    task_attempt: int
+    node: str
+    address: str
+    script: str = field(repr=False)
+    env: Mapping[str, str]
+    working_dir: Path
+    log_dir: Path
+    memory_mb: int | None = None
+    gpus: Sequence[int] = ()
+    ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    docker_image: str | None = None
+
+
+class KillReason(Enum):
+    """Why the controller ends a task; each reason completes the task with its OpenPAI code."""
+
+    STOP_REQUESTED = ExitCode.STOP_FRAMEWORK_REQUESTED
+    ATTEMPT_COMPLETED = ExitCode.FRAMEWORK_ATTEMPT_COMPLETION
+    SCALED_DOWN = ExitCode.DELETE_TASK_REQUESTED
+    PREEMPTED = ExitCode.POD_EXTERNAL_DELETED
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.value)
+
+
+class LogStream(StrEnum):
+    """The log files of a task, named as OpenPAI's runtime names them."""
+
+    STDOUT = "user-stdout"
+    STDERR = "user-stderr"
+    ALL = "user-all"
+    RUNTIME = "runtime.log"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """How a task attempt ended. `isolation` says what separated the task from its node:
+    "host" (the local executor runs commands directly on the machine) or "container"."""
+
+    classification: Classification
+    started_at: datetime | None
+    finished_at: datetime
+    isolation: str
+
+    @property
+    def exit_code(self) -> int:
+        """The PAI exit code (see `classification.origin_exit_code` for the process status)."""
+        return self.classification.code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "classification": self.classification.to_dict(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat(),
+            "isolation": self.isolation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
+        started = data.get("started_at")
+        return cls(
+            classification=Classification.from_dict(data["classification"]),
+            started_at=datetime.fromisoformat(started) if started else None,
+            finished_at=datetime.fromisoformat(data["finished_at"]),
+            isolation=str(data["isolation"]),
+        )
+
+
+class TaskEventKind(StrEnum):
+    STARTED = "started"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """Something happened to a task attempt: its command started, or it ended (with `result`)."""
+
+    key: str
+    kind: TaskEventKind
+    at: datetime
+    result: TaskResult | None = None
+
+
+class TaskPhase(StrEnum):
+    PREPARING = "preparing"  # the executor accepted it; the command has not started yet
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """A task attempt as the executor finds it (see `Executor.recover`)."""
+
+    key: str
+    job: str
+    role: str
+    index: int
+    job_attempt: int
+    task_attempt: int
+    node: str
+    phase: TaskPhase
+    started_at: datetime | None = None
+    result: TaskResult | None = None
+
+
+class Executor(Protocol):
+    """Runs task attempts and reports on them. Implementations must be safe to call from the
+    controller's thread while other threads read logs."""
+
+    isolation: str
+    """What separates a task from its node, shown with every task: "host" (commands run
+    directly on the machine, `dockerImage` only recorded), "container" or "simulated"."""
+
+    def launch(self, task: TaskLaunch) -> None:
+        """Start the task attempt and return at once; a key launched before raises ExecutorError."""
+
+    def kill(self, key: str, reason: KillReason) -> None:
+        """Ask the task to end (SIGTERM, then SIGKILL after a grace period) and return at once;
+        its FINISHED event carries the reason's code. Killing a finished task does nothing; an
+        unknown key raises UnknownTaskError (as do `logs` and `follow_logs`)."""
+
+    def events(self) -> list[TaskEvent]:
+        """What happened since the last call, oldest first. Cheap enough to poll several times
+        a second with hundreds of tasks."""
+
+    def recover(self) -> list[TaskStatus]:
+        """After a control-plane restart: every task attempt this executor knows, running or
+        finished, and resume reporting on those still running. A task whose supervision was lost
+        is reported finished with a transient platform code."""
+
+    def logs(
+        self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None
+    ) -> bytes:
+        """The retained log of a task (the last `tail` bytes when given)."""
+
+    def follow_logs(
+        self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = 0
+    ) -> Iterator[bytes]:
+        """New log data as it is written, starting `tail` bytes back (None: the whole retained
+        log), until the task has ended and everything is read."""

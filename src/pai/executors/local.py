@@ -1,0 +1,306 @@
+"""Runs tasks as processes on this machine, each under a supervisor that outlives the platform.
+
+Every node of the cluster file maps to its own loopback address (127.0.0.N) on this machine, so
+multi-node jobs are real here: each task binds its node's address and reaches its peers at
+theirs. Images are recorded but not used: commands run on the host, which runtime.log and each
+result say (`isolation: "host"`).
+
+State lives in `<state_dir>/tasks/<task key>/` (see `pai.executors.taskfiles`); logs live in the
+launch's log directory. Polling `events()` looks only at the tasks still running, with one or two
+`open` calls each, and checks a supervisor's pid (with its start time, against pid reuse) once a
+`liveness_interval`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psutil
+
+from pai.executors.base import (
+    Executor,
+    ExecutorError,
+    KillReason,
+    LogStream,
+    TaskEvent,
+    TaskEventKind,
+    TaskLaunch,
+    TaskPhase,
+    TaskResult,
+    TaskStatus,
+    UnknownTaskError,
+    check_task_key,
+)
+from pai.executors.logfiles import follow_log, read_log
+from pai.executors.supervisor import ISOLATION
+from pai.executors.taskfiles import (
+    LaunchRecord,
+    ProcessIdentity,
+    StartedCommand,
+    SupervisorConfig,
+    TaskFiles,
+    utc_now,
+)
+from pai.runtime.classification import ExitCode
+from pai.runtime.exitspec import ExitSpecSource
+
+log = logging.getLogger(__name__)
+
+TASKS_DIR = "tasks"
+
+
+@dataclass
+class _Tracked:
+    """A task attempt still running, as far as this executor has seen."""
+
+    files: TaskFiles
+    started_reported: bool
+    process: subprocess.Popen[bytes] | None = None
+    next_liveness_check: float = 0.0
+
+
+class LocalExecutor(Executor):
+    """The `Executor` of the embedded, one-machine installation."""
+
+    isolation = ISOLATION
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        config: SupervisorConfig | None = None,
+        exit_specs: ExitSpecSource | None = None,
+        liveness_interval: float = 1.0,
+    ) -> None:
+        self._tasks_dir = state_dir / TASKS_DIR
+        self._tasks_dir.mkdir(parents=True, exist_ok=True)
+        self._exit_specs = exit_specs or ExitSpecSource()
+        admin_path = self._exit_specs.admin_path
+        # Supervisors classify with the same administrator's rules as the control plane.
+        self._config = replace(
+            config or SupervisorConfig(), exit_spec_path=str(admin_path) if admin_path else None
+        )
+        self._liveness_interval = liveness_interval
+        self._lock = threading.Lock()
+        self._live: dict[str, _Tracked] = {}
+        self._exiting: list[subprocess.Popen[bytes]] = []
+
+    def launch(self, task: TaskLaunch) -> None:
+        files = TaskFiles(self._tasks_dir / check_task_key(task.key))
+        try:
+            task.working_dir.mkdir(parents=True, exist_ok=True)
+            task.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ExecutorError(f"task {task.key}: cannot prepare its directories: {exc}") from exc
+        try:
+            files.directory.mkdir()  # claims the key: a second launch of it fails here
+        except FileExistsError:
+            raise ExecutorError(f"task {task.key} was launched before") from None
+        try:
+            files.write_launch(LaunchRecord.of(task, self._config, utc_now()))
+            process = self._start_supervisor(files, task.log_dir)
+        except OSError as exc:
+            shutil.rmtree(files.directory, ignore_errors=True)
+            raise ExecutorError(f"task {task.key}: cannot start its supervisor: {exc}") from exc
+        identity = ProcessIdentity.of(process.pid)
+        if identity is not None:  # the supervisor records itself too, but only once it runs
+            files.write_supervisor(identity)
+        assert process.stdin is not None
+        try:
+            process.stdin.write(task.script.encode())
+            process.stdin.close()
+        except BrokenPipeError:
+            log.warning("task %s: its supervisor exited before reading the script", task.key)
+        with self._lock:
+            self._live[task.key] = _Tracked(files, started_reported=False, process=process)
+
+    def _start_supervisor(self, files: TaskFiles, log_dir: Path) -> subprocess.Popen[bytes]:
+        """The supervisor, in a session of its own: a signal to the platform's process group
+        (Ctrl-C, a service manager stopping it) does not reach running tasks. It gets only the
+        environment tasks inherit, so the platform's settings do not linger in it either."""
+        names = (*self._config.inherit_env, "PYTHONPATH")
+        env = {name: os.environ[name] for name in names if name in os.environ}
+        with open(log_dir / LogStream.RUNTIME, "ab") as runtime_log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "pai.executors.supervisor", str(files.directory)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=runtime_log,
+                cwd=files.directory,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
+
+    def kill(self, key: str, reason: KillReason) -> None:
+        files = self._files(key)
+        with self._lock:
+            if files.has_result():
+                return
+            files.write_kill_reason(reason)
+            supervisor = files.supervisor()
+            process = supervisor.process() if supervisor else None
+            if process is not None:
+                try:
+                    process.send_signal(signal.SIGTERM)
+                    return
+                except psutil.NoSuchProcess:
+                    pass
+            self._finish_lost(files)
+
+    def events(self) -> list[TaskEvent]:
+        found: list[TaskEvent] = []
+        now = time.monotonic()
+        with self._lock:
+            self._reap_exited_supervisors()
+            for key, tracked in list(self._live.items()):
+                if not tracked.started_reported:
+                    started = tracked.files.started()
+                    if started is not None:
+                        tracked.started_reported = True
+                        found.append(TaskEvent(key, TaskEventKind.STARTED, started.started_at))
+                result = tracked.files.result()
+                if result is None and now >= tracked.next_liveness_check:
+                    tracked.next_liveness_check = now + self._liveness_interval
+                    if not self._supervisor_alive(tracked):
+                        result = self._finish_lost(tracked.files)
+                if result is None:
+                    continue
+                del self._live[key]
+                if tracked.process is not None:
+                    self._exiting.append(tracked.process)
+                if not tracked.started_reported and result.started_at is not None:
+                    found.append(TaskEvent(key, TaskEventKind.STARTED, result.started_at))
+                found.append(TaskEvent(key, TaskEventKind.FINISHED, result.finished_at, result))
+        return found
+
+    def recover(self) -> list[TaskStatus]:
+        statuses = []
+        with self._lock:
+            for directory in sorted(self._tasks_dir.iterdir()):
+                files = TaskFiles(directory)
+                record = files.launch()
+                if record is None:
+                    log.warning("%s: no launch record, ignored", directory)
+                    continue
+                started = files.started()
+                result = files.result()
+                if result is None and directory.name not in self._live:
+                    tracked = _Tracked(files, started_reported=started is not None)
+                    if self._supervisor_alive(tracked):
+                        self._live[directory.name] = tracked
+                    else:
+                        result = self._finish_lost(files)
+                statuses.append(_status(record, started, result))
+        return statuses
+
+    def logs(
+        self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None
+    ) -> bytes:
+        return read_log(self._log_path(key, stream), tail)
+
+    def follow_logs(
+        self,
+        key: str,
+        stream: LogStream = LogStream.ALL,
+        *,
+        tail: int | None = 0,
+        poll_interval: float = 0.2,
+    ) -> Iterator[bytes]:
+        files = self._files(key)
+        return follow_log(
+            self._log_path(key, stream), files.has_result, tail=tail, poll_interval=poll_interval
+        )
+
+    def _files(self, key: str) -> TaskFiles:
+        files = TaskFiles(self._tasks_dir / check_task_key(key))
+        if not files.directory.is_dir():
+            raise UnknownTaskError(f"no task attempt {key!r} was launched here")
+        return files
+
+    def _log_path(self, key: str, stream: LogStream) -> Path:
+        record = self._files(key).launch()
+        if record is None:
+            raise UnknownTaskError(f"task attempt {key!r} has no launch record")
+        return record.log_dir / stream
+
+    def _supervisor_alive(self, tracked: _Tracked) -> bool:
+        if tracked.process is not None and tracked.process.poll() is not None:
+            return False
+        identity = tracked.files.supervisor()
+        return identity is not None and identity.alive()
+
+    def _reap_exited_supervisors(self) -> None:
+        self._exiting = [process for process in self._exiting if process.poll() is None]
+
+    def _finish_lost(self, files: TaskFiles) -> TaskResult:
+        """A supervisor died without a result (killed, machine rebooted): end what it left
+        behind and record a transient platform failure, so the task is retried for free (or
+        the code of the stop the controller had asked for)."""
+        result = files.result()  # it may have written one just before exiting
+        if result is not None:
+            return result
+        identity = files.supervisor()
+        pid = f"pid {identity.pid}" if identity else "never recorded"
+        message = f"the task's supervisor ({pid}) ended without recording how the task ended"
+        log.warning("task %s: %s", files.key, message)
+        reason = files.kill_reason()
+        code = reason.exit_code if reason else ExitCode.POD_EXTERNAL_DELETED
+        started = files.started()
+        if started is not None:
+            _kill_group(started)
+        result = TaskResult(
+            self._exit_specs.current().for_code(code, diagnostics=(message,)),
+            started.started_at if started else None,
+            utc_now(),
+            ISOLATION,
+        )
+        files.write_result(result)
+        return result
+
+
+def _kill_group(started: StartedCommand) -> None:
+    """SIGKILL what is left of a task's process group, sparing processes that merely reuse its
+    id: only members started no earlier than the task's command are killed."""
+    for process in psutil.process_iter(["create_time"]):
+        try:
+            if (
+                os.getpgid(process.pid) == started.pgid
+                and process.info["create_time"] >= started.identity.create_time
+            ):
+                process.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+
+
+def _status(
+    record: LaunchRecord, started: StartedCommand | None, result: TaskResult | None
+) -> TaskStatus:
+    if result is not None:
+        phase = TaskPhase.FINISHED
+    elif started is not None:
+        phase = TaskPhase.RUNNING
+    else:
+        phase = TaskPhase.PREPARING
+    return TaskStatus(
+        key=record.key,
+        job=record.job,
+        role=record.role,
+        index=record.index,
+        job_attempt=record.job_attempt,
+        task_attempt=record.task_attempt,
+        node=record.node,
+        phase=phase,
+        started_at=started.started_at if started else (result.started_at if result else None),
+        result=result,
+    )

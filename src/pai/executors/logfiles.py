@@ -1,0 +1,171 @@
+"""Task log files with a size cap that keeps the tail, and reading them: tail and follow.
+
+A stream is kept as two segments, `<name>` (being written) and `<name>.1` (the one before), each
+at most half the cap. When `<name>` is full it is renamed to `<name>.1`, replacing the older one,
+and a fresh `<name>` begins. So at most `cap` bytes stay on disk, the newest at least `cap / 2`
+of them are always there, and a reader following `<name>` notices the rename by its inode and
+loses nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+READ_CHUNK = 64 * 1024
+
+
+def previous_segment(path: Path) -> Path:
+    return path.with_name(path.name + ".1")
+
+
+class CappedLogWriter:
+    """Appends to a stream from any thread, rotating segments to keep at most `cap_bytes`."""
+
+    def __init__(self, path: Path, cap_bytes: int) -> None:
+        self._path = path
+        self._segment_bytes = max(1, cap_bytes // 2)
+        self._lock = threading.Lock()
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                if self._size >= self._segment_bytes:
+                    self._rotate()
+                room = self._segment_bytes - self._size
+                written = os.write(self._fd, view[:room])
+                self._size += written
+                view = view[written:]
+
+    def close(self) -> None:
+        with self._lock:
+            os.close(self._fd)
+
+    def _rotate(self) -> None:
+        os.close(self._fd)
+        os.replace(self._path, previous_segment(self._path))
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = 0
+
+
+def read_log(path: Path, tail: int | None = None) -> bytes:
+    """The retained content of a stream (both segments), or its last `tail` bytes."""
+    for _ in range(3):
+        try:
+            with open(path, "rb") as current:
+                retained = _retained(path, current, os.fstat(current.fileno()).st_size, tail)
+        except FileNotFoundError:
+            retained = _retained(path, None, 0, tail)
+        if retained is not None:
+            return retained
+    return b""
+
+
+def follow_log(
+    path: Path,
+    finished: Callable[[], bool],
+    *,
+    tail: int | None = 0,
+    poll_interval: float = 0.2,
+) -> Iterator[bytes]:
+    """Yield the stream's data as it is written, starting `tail` bytes back (None: everything
+    retained), until `finished()` is true and all data is read.
+
+    `finished` must only turn true once the writer has closed the stream.
+    """
+    current = _wait_for(path, finished, poll_interval)
+    if current is None:
+        return
+    try:
+        size = os.fstat(current.fileno()).st_size
+        if tail != 0:
+            head = _retained(path, current, size, tail)
+            if head:
+                yield head
+        current.seek(size)
+        while True:
+            done = finished()  # decided before reading, so what was written before is read below
+            data = current.read(READ_CHUNK)
+            if data:
+                yield data
+                continue
+            if _was_rotated(path, current):
+                current = _next_segment(path, current)
+                continue
+            if done:
+                return
+            time.sleep(poll_interval)
+    finally:
+        current.close()
+
+
+def _wait_for(path: Path, finished: Callable[[], bool], poll_interval: float) -> BinaryIO | None:
+    while True:
+        done = finished()
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            if done:
+                return None
+        time.sleep(poll_interval)
+
+
+def _retained(path: Path, current: BinaryIO | None, size: int, tail: int | None) -> bytes | None:
+    """The last `tail` bytes (None: all) of the previous segment followed by `current[:size]`;
+    None when a rotation between opening `current` and the previous segment mixed them up."""
+    take_current = size if tail is None else min(size, tail)
+    from_current = os.pread(current.fileno(), take_current, size - take_current) if current else b""
+    want_previous = None if tail is None else tail - take_current
+    if want_previous == 0:
+        return from_current
+    try:
+        previous = open(previous_segment(path), "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return from_current
+    with previous:
+        previous_stat = os.fstat(previous.fileno())
+        if current and previous_stat.st_ino == os.fstat(current.fileno()).st_ino:
+            return None
+        start = 0 if want_previous is None else max(0, previous_stat.st_size - want_previous)
+        previous.seek(start)
+        return previous.read() + from_current
+
+
+def _next_segment(path: Path, finished_segment: BinaryIO) -> BinaryIO:
+    """The segment written after `finished_segment`: the previous-segment file when a second
+    rotation already moved a newer segment there, else the current file."""
+    inode = os.fstat(finished_segment.fileno()).st_ino
+    finished_segment.close()
+    try:
+        previous = open(previous_segment(path), "rb")  # noqa: SIM115 - returned to the caller
+    except FileNotFoundError:
+        return _open_current(path)
+    if os.fstat(previous.fileno()).st_ino != inode:
+        return previous
+    previous.close()
+    return _open_current(path)
+
+
+def _open_current(path: Path) -> BinaryIO:
+    """Open the segment being written, waiting out the instant between a rotation's rename and
+    the writer's new file."""
+    for _ in range(100):
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            time.sleep(0.01)
+    return open(path, "rb")
+
+
+def _was_rotated(path: Path, current: BinaryIO) -> bool:
+    try:
+        return os.stat(path).st_ino != os.fstat(current.fileno()).st_ino
+    except FileNotFoundError:
+        return False  # between the writer's rename and its new file

@@ -1,0 +1,280 @@
+"""The files through which the local executor and a task's supervisor talk.
+
+Each task attempt owns one directory in the executor's state directory:
+
+    launch.json      written by the executor before the supervisor starts (never the script)
+    supervisor.json  pid and start time of the supervisor
+    started.json     pid (also its process group id) and start time of the task's command
+    kill.json        why the controller asked the task to end
+    result.json      how the task ended; written last, atomically
+
+Every file is written whole (temporary file, fsync, rename), so a reader sees either nothing or
+a complete file, whichever process crashes when.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pai.executors.base import KillReason, TaskLaunch, TaskResult
+
+LAUNCH_FILE = "launch.json"
+SUPERVISOR_FILE = "supervisor.json"
+STARTED_FILE = "started.json"
+KILL_FILE = "kill.json"
+RESULT_FILE = "result.json"
+
+MIB = 1024 * 1024
+# What a task inherits from the platform's own environment; everything else comes from the launch,
+# so that the platform's settings (a database password) never leak into a task.
+DEFAULT_INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+)
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """How supervisors run tasks; fixed per executor and recorded with every launch."""
+
+    log_cap_bytes: int = 64 * MIB  # kept per stream: user-stdout, user-stderr, user-all
+    stop_grace_seconds: float = 10.0  # from SIGTERM to SIGKILL when a task is stopped
+    poll_interval: float = 0.2  # how often memory use and stop requests are checked
+    # How much of the output's end the exit spec reads. OpenPAI reads 10 MB; the errors worth
+    # recognising are at the very end, and 10 MB of regexes cost about 2 s per failed task.
+    classify_tail_bytes: int = MIB
+    inherit_env: tuple[str, ...] = DEFAULT_INHERITED_ENV
+    exit_spec_path: str | None = None  # the administrator's exit spec, if any
+
+    def __post_init__(self) -> None:
+        if self.log_cap_bytes < 2:
+            raise ValueError(f"log_cap_bytes must be at least 2, got {self.log_cap_bytes}")
+        if self.stop_grace_seconds < 0 or self.poll_interval <= 0:
+            raise ValueError("stop_grace_seconds must be >= 0 and poll_interval > 0")
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """A launch as stored in launch.json: the task without its script, and the config."""
+
+    key: str
+    job: str
+    role: str
+    index: int
+    job_attempt: int
+    task_attempt: int
+    node: str
+    address: str
+    env: dict[str, str]
+    working_dir: Path
+    log_dir: Path
+    memory_mb: int | None
+    gpus: tuple[int, ...]
+    ports: dict[str, tuple[int, ...]]
+    docker_image: str | None
+    launched_at: datetime
+    config: SupervisorConfig
+
+    @classmethod
+    def of(cls, task: TaskLaunch, config: SupervisorConfig, launched_at: datetime) -> LaunchRecord:
+        return cls(
+            key=task.key,
+            job=task.job,
+            role=task.role,
+            index=task.index,
+            job_attempt=task.job_attempt,
+            task_attempt=task.task_attempt,
+            node=task.node,
+            address=task.address,
+            env=dict(task.env),
+            working_dir=task.working_dir,
+            log_dir=task.log_dir,
+            memory_mb=task.memory_mb,
+            gpus=tuple(task.gpus),
+            ports={label: tuple(ports) for label, ports in task.ports.items()},
+            docker_image=task.docker_image,
+            launched_at=launched_at,
+            config=config,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data.update(
+            working_dir=str(self.working_dir),
+            log_dir=str(self.log_dir),
+            gpus=list(self.gpus),
+            ports={label: list(ports) for label, ports in self.ports.items()},
+            launched_at=self.launched_at.isoformat(),
+            config={**vars(self.config), "inherit_env": list(self.config.inherit_env)},
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LaunchRecord:
+        config = dict(data["config"])
+        return cls(
+            **{
+                **data,
+                "working_dir": Path(data["working_dir"]),
+                "log_dir": Path(data["log_dir"]),
+                "gpus": tuple(data["gpus"]),
+                "ports": {label: tuple(ports) for label, ports in data["ports"].items()},
+                "launched_at": datetime.fromisoformat(data["launched_at"]),
+                "config": SupervisorConfig(
+                    **{**config, "inherit_env": tuple(config["inherit_env"])}
+                ),
+            }
+        )
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace `path` with `data` as JSON so that no reader ever sees a partial file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def read_json(path: Path) -> Any:
+    """The file's content, or None when it does not exist (yet)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """A process as (pid, start time): a pid alone may be reused by an unrelated process."""
+
+    pid: int
+    create_time: float
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        try:
+            return cls(pid, psutil.Process(pid).create_time())
+        except psutil.NoSuchProcess:
+            return None
+
+    def process(self) -> psutil.Process | None:
+        """The live process with this identity, or None if it has exited (zombies included)."""
+        try:
+            process = psutil.Process(self.pid)
+            if process.create_time() != self.create_time:
+                return None
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.NoSuchProcess:
+            return None
+        return process
+
+    def alive(self) -> bool:
+        return self.process() is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "create_time": self.create_time}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProcessIdentity:
+        return cls(int(data["pid"]), float(data["create_time"]))
+
+
+@dataclass(frozen=True)
+class StartedCommand:
+    """The task's command once running: its process (the leader of its own process group)."""
+
+    identity: ProcessIdentity
+    started_at: datetime
+
+    @property
+    def pgid(self) -> int:
+        return self.identity.pid
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.identity.to_dict(), "started_at": self.started_at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StartedCommand:
+        return cls(ProcessIdentity.from_dict(data), datetime.fromisoformat(data["started_at"]))
+
+
+class TaskFiles:
+    """Paths and typed access to one task attempt's directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @property
+    def key(self) -> str:
+        return self.directory.name
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+    def launch(self) -> LaunchRecord | None:
+        data = read_json(self.path(LAUNCH_FILE))
+        return LaunchRecord.from_dict(data) if data else None
+
+    def write_launch(self, record: LaunchRecord) -> None:
+        write_json_atomic(self.path(LAUNCH_FILE), record.to_dict())
+
+    def has_result(self) -> bool:
+        return self.path(RESULT_FILE).exists()
+
+    def result(self) -> TaskResult | None:
+        data = read_json(self.path(RESULT_FILE))
+        return TaskResult.from_dict(data) if data else None
+
+    def write_result(self, result: TaskResult) -> None:
+        write_json_atomic(self.path(RESULT_FILE), result.to_dict())
+
+    def started(self) -> StartedCommand | None:
+        data = read_json(self.path(STARTED_FILE))
+        return StartedCommand.from_dict(data) if data else None
+
+    def write_started(self, started: StartedCommand) -> None:
+        write_json_atomic(self.path(STARTED_FILE), started.to_dict())
+
+    def kill_reason(self) -> KillReason | None:
+        data = read_json(self.path(KILL_FILE))
+        return KillReason[data["reason"]] if data else None
+
+    def write_kill_reason(self, reason: KillReason) -> None:
+        write_json_atomic(self.path(KILL_FILE), {"reason": reason.name, "code": reason.exit_code})
+
+    def supervisor(self) -> ProcessIdentity | None:
+        data = read_json(self.path(SUPERVISOR_FILE))
+        return ProcessIdentity.from_dict(data) if data else None
+
+    def write_supervisor(self, identity: ProcessIdentity) -> None:
+        write_json_atomic(self.path(SUPERVISOR_FILE), identity.to_dict())

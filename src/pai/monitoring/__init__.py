@@ -1,0 +1,1 @@
+"""Prometheus metrics, alert rules and alert actions."""

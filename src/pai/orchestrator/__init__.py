@@ -1,0 +1,1 @@
+"""Job and task state machines (pure) and the controller, the only writer of job state."""

@@ -1,0 +1,141 @@
+"""A job the controller is working on: its state machine plus what the scheduler knows of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pai.orchestrator import framework as fw
+from pai.protocol import JobSpec
+from pai.scheduler.types import (
+    Allocation,
+    GroupRequest,
+    Placement,
+    PodPlacement,
+    PodRequest,
+    WaitReason,
+)
+
+
+@dataclass
+class ActiveJob:
+    """One unfinished job, held in memory by the controller (the store has the same, durably)."""
+
+    id: int
+    username: str
+    name: str
+    submitted_at: datetime
+    spec: JobSpec
+    machine: fw.Job
+    groups: list[GroupRequest]
+    allocations: dict[str, Allocation] = field(default_factory=dict)
+    wait_reason: WaitReason | None = None
+    dirty: bool = True
+
+    @property
+    def framework_name(self) -> str:
+        return f"{self.username}~{self.name}"
+
+    @property
+    def priority(self) -> int:
+        return self.groups[0].priority if self.groups else 0
+
+    def queue_order(self) -> tuple[int, datetime, int]:
+        """Higher priority first, then first come first served (retries keep their place)."""
+        return (-self.priority, self.submitted_at, self.id)
+
+    def group_of(self, task: fw.TaskKey) -> GroupRequest:
+        for group in self.groups:
+            if any((pod.role, pod.index) == task for pod in group.pods):
+                return group
+        raise KeyError(f"{self.framework_name}: no group holds task {task}")
+
+    def group_named(self, name: str) -> GroupRequest:
+        for group in self.groups:
+            if group.name == name:
+                return group
+        raise KeyError(f"{self.framework_name}: no group named {name}")
+
+    def pending_groups(self) -> list[GroupRequest]:
+        """Groups whose every task waits for cells and that hold none yet."""
+        waiting = set(fw.tasks_awaiting_placement(self.machine))
+        return [
+            group
+            for group in self.groups
+            if group.name not in self.allocations
+            and all((pod.role, pod.index) in waiting for pod in group.pods)
+        ]
+
+    def group_idle(self, group: GroupRequest) -> bool:
+        """No task of the group runs any more: its cells can go back to the scheduler."""
+        return not any(self.machine.tasks[(pod.role, pod.index)].alive for pod in group.pods)
+
+
+def task_key(job: ActiveJob, task: fw.TaskKey) -> str:
+    """The executor's key of the current attempt of a task: unique across jobs and attempts."""
+    current = job.machine.tasks[task]
+    return (
+        f"j{job.id}-a{job.machine.attempt.attempt_id}-{task[0]}-{task[1]}"
+        f"-t{current.current.attempt_id}"
+    )
+
+
+def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
+    request, placement = allocation.request, allocation.placement
+    return {
+        "request": {
+            "name": request.name,
+            "vc": request.vc,
+            "priority": request.priority,
+            "pods": [[pod.role, pod.index, pod.leaf_cells] for pod in request.pods],
+            "skuType": request.sku_type,
+            "pinnedCellId": request.pinned_cell_id,
+            "lazyPreemption": request.lazy_preemption,
+        },
+        "placement": {
+            "chain": placement.chain,
+            "pods": [
+                {
+                    "role": pod.role,
+                    "index": pod.index,
+                    "node": pod.node,
+                    "address": pod.address,
+                    "leaves": list(pod.leaf_indices),
+                    "cellType": pod.cell_type,
+                }
+                for pod in placement.pods
+            ],
+        },
+        "opportunistic": allocation.opportunistic,
+    }
+
+
+def allocation_from_dict(data: dict[str, Any]) -> Allocation:
+    request, placement = data["request"], data["placement"]
+    return Allocation(
+        request=GroupRequest(
+            name=request["name"],
+            vc=request["vc"],
+            priority=request["priority"],
+            pods=tuple(PodRequest(role, index, cells) for role, index, cells in request["pods"]),
+            sku_type=request["skuType"],
+            pinned_cell_id=request["pinnedCellId"],
+            lazy_preemption=request["lazyPreemption"],
+        ),
+        placement=Placement(
+            chain=placement["chain"],
+            pods=tuple(
+                PodPlacement(
+                    role=pod["role"],
+                    index=pod["index"],
+                    node=pod["node"],
+                    address=pod["address"],
+                    leaf_indices=tuple(pod["leaves"]),
+                    cell_type=pod["cellType"],
+                )
+                for pod in placement["pods"]
+            ),
+        ),
+        opportunistic=data["opportunistic"],
+    )

@@ -1,0 +1,663 @@
+"""The controller: the reconcile loop, and the only writer of job and task state.
+
+API handlers record intents in the store (a new job row, a stop request) and wake the
+controller. Each pass it takes intents in, applies what the executor reports, lets the
+scheduler place waiting groups (in priority, then submission order), persists every change,
+and only then starts or kills processes: a launch is recorded before it happens, so a crash
+can never leave a task running that the store does not know about. After a restart the
+scheduler is rebuilt from the stored allocations and the executor re-attaches to running tasks,
+so nothing running is lost or started twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from pai.auth.sealing import SecretBox
+from pai.cluster.model import ClusterConfig
+from pai.executors.base import Executor, KillReason, TaskEvent, TaskEventKind, TaskPhase
+from pai.orchestrator import framework as fw
+from pai.orchestrator.active import (
+    ActiveJob,
+    allocation_from_dict,
+    allocation_to_dict,
+    task_key,
+)
+from pai.orchestrator.launching import assign_ports, build_launch
+from pai.orchestrator.policy import job_policy
+from pai.protocol import JobSpec
+from pai.runtime.classification import Classification, ExitCode
+from pai.runtime.exitspec import ExitSpecSource
+from pai.runtime.ports import PortAllocator, PortAssignment, PortsExhaustedError
+from pai.scheduler.requests import RequestRefused, job_requests
+from pai.scheduler.scheduler import Scheduler
+from pai.scheduler.types import (
+    Allocation,
+    Bind,
+    ClusterSnapshot,
+    GroupRequest,
+    Placement,
+    Preempt,
+    WaitKind,
+    WaitReason,
+)
+from pai.store import Database
+from pai.store.models import JobEvent, JobRow
+
+log = logging.getLogger(__name__)
+
+FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+_KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    home: Path
+    poll_interval: float = 0.1
+    intent_check_interval: float = 1.0
+    backoff: fw.Backoff = field(default_factory=fw.Backoff)
+    batch_window: float = 0.05
+    """After a wake, how long to let more intents arrive, so that a burst of submissions is
+    taken in by one pass rather than by one pass each (every pass writes and schedules)."""
+
+
+@dataclass(frozen=True)
+class VcJobs:
+    running: int = 0
+    waiting: int = 0
+
+
+class Controller:
+    """Owns the scheduler and drives the executor; run it with `start()` / `stop()`."""
+
+    def __init__(
+        self,
+        database: Database,
+        scheduler: Scheduler,
+        executor: Executor,
+        secret_box: SecretBox,
+        settings: ControllerSettings,
+        *,
+        exit_specs: ExitSpecSource | None = None,
+        ports: PortAllocator | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.database = database
+        self.scheduler = scheduler
+        self.executor = executor
+        self.settings = settings
+        self._box = secret_box
+        self._exit_specs = exit_specs or ExitSpecSource()
+        self._ports = ports or PortAllocator()
+        self._clock = clock
+        self._jobs: dict[int, ActiveJob] = {}
+        self._keys: dict[str, tuple[int, fw.TaskKey]] = {}  # executor key -> job id, task
+        self._key_of: dict[tuple[int, fw.TaskKey], str] = {}  # the reverse, for live tasks
+        self._owners: dict[str, ActiveJob] = {}  # scheduler group name -> job
+        self._effects: list[Callable[[], None]] = []
+        self._events: list[dict[str, Any]] = []  # rows of job_events, written by _persist
+        self._late_exits: list[tuple[str, Classification]] = []
+        self._schedule_needed = True  # cells may have been freed: every waiting job retries
+        self._new_demand: set[int] = set()  # jobs that asked for cells since the last pass
+        self._snapshot = scheduler.snapshot()
+        self._vc_jobs: dict[str, VcJobs] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_intent_check = 0.0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Recover what the store and the executor know, then run the loop in a thread."""
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="pai-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop (running tasks keep running; the next start re-attaches to them)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def wake(self) -> None:
+        """Something was recorded for the controller (a submission, a stop): act on it now."""
+        self._wake.set()
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        return self.scheduler.cluster
+
+    @property
+    def secret_box(self) -> SecretBox:
+        """Seals the secrets of submitted jobs (API handlers) and opens them at launch."""
+        return self._box
+
+    @property
+    def exit_specs(self) -> ExitSpecSource:
+        """The exit spec in force, to explain exit codes (the administrator may extend it)."""
+        return self._exit_specs
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The scheduler's view after the last pass (safe to read from any thread)."""
+        return self._snapshot
+
+    def vc_jobs(self) -> dict[str, VcJobs]:
+        """Running and waiting jobs per VC after the last pass."""
+        return self._vc_jobs
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            woken = self._wake.wait(self.settings.poll_interval)
+            if woken:
+                self._stopping.wait(self.settings.batch_window)
+            self._wake.clear()
+            try:
+                self.run_once(check_intents=woken)
+            except Exception:  # a bug must not stop every job in the cluster
+                log.exception("controller pass failed; retrying")
+                time.sleep(1.0)
+
+    # -- one pass ---------------------------------------------------------------------------------
+
+    def run_once(self, *, check_intents: bool = True) -> None:
+        now = self._clock()
+        if check_intents or now - self._last_intent_check >= self.settings.intent_check_interval:
+            self._last_intent_check = now
+            self._take_in_new_jobs(now)
+            self._apply_stop_requests(now)
+        for key, classification in self._late_exits:
+            self._on_exit(key, classification, now)
+        self._late_exits.clear()
+        for event in self.executor.events():
+            self._on_executor_event(event, now)
+        for job in list(self._jobs.values()):
+            wakeup = fw.next_wakeup(job.machine)
+            if wakeup is not None and wakeup <= now:
+                self._handle(job, fw.on_tick(job.machine, now), now)
+        if self._schedule_needed or self._new_demand:
+            self._schedule_pass(now)
+        changed = self._persist()
+        self._run_effects()
+        if changed:
+            self._publish()
+
+    # -- intents ----------------------------------------------------------------------------------
+
+    def _take_in_new_jobs(self, now: float) -> None:
+        with self.database.session() as session:
+            rows = session.scalars(
+                select(JobRow).where(JobRow.status.is_(None)).order_by(JobRow.id)
+            ).all()
+            fresh = [(row.id, row.username, row.name, row.submitted_at, row.spec) for row in rows]
+        for job_id, username, name, submitted_at, stored_spec in fresh:
+            spec = JobSpec.model_validate(stored_spec)
+            machine, actions = fw.new_job(job_policy(spec, self.settings.backoff), now)
+            job = ActiveJob(job_id, username, name, submitted_at, spec, machine, groups=[])
+            self._jobs[job_id] = job
+            self._record(job, "Normal", "Submitted", "job accepted; waiting for resources")
+            try:
+                job.groups = job_requests(spec, self.scheduler.cluster, job.framework_name)
+            except RequestRefused as refused:
+                self._refuse(job, "; ".join(refused.problems), now)
+                continue
+            self._handle(job, actions, now)
+
+    def _apply_stop_requests(self, now: float) -> None:
+        if not self._jobs:
+            return
+        with self.database.session() as session:
+            stopping = session.scalars(
+                select(JobRow.id).where(
+                    JobRow.stop_requested_at.is_not(None),
+                    JobRow.execution_type == fw.ExecutionType.START.value,
+                    JobRow.status.is_not(None),
+                )
+            ).all()
+        for job_id in stopping:
+            job = self._jobs.get(job_id)
+            if job is not None and job.machine.execution is fw.ExecutionType.START:
+                self._record(job, "Normal", "StopRequested", "stop requested")
+                self._handle(job, fw.on_stop_requested(job.machine, now), now)
+
+    def _refuse(self, job: ActiveJob, why: str, now: float) -> None:
+        status = fw.CompletionStatus.of(
+            self._exit_specs.current().for_code(-200, diagnostics=(why,))
+        )
+        self._record(job, "Warning", "Refused", why)
+        self._handle(job, fw.on_refused(job.machine, status, now), now)
+
+    # -- executor events --------------------------------------------------------------------------
+
+    def _on_executor_event(self, event: TaskEvent, now: float) -> None:
+        if event.kind is TaskEventKind.STARTED:
+            found = self._task_of(event.key)
+            if found is not None:
+                job, task = found
+                attempt = job.machine.tasks[task].current.attempt_id
+                self._handle(job, fw.on_task_running(job.machine, task, attempt, now), now)
+                job.dirty = True
+        elif event.result is not None:
+            self._on_exit(event.key, event.result.classification, now)
+
+    def _on_exit(self, key: str, classification: Classification, now: float) -> None:
+        found = self._task_of(key)
+        if found is None:
+            return
+        job, task = found
+        current = job.machine.tasks[task].current
+        if current.placement is not None:
+            current.placement["originExitCode"] = classification.origin_exit_code
+        status = fw.CompletionStatus.of(classification)
+        self._handle(
+            job, fw.on_task_exited(job.machine, task, current.attempt_id, status, now), now
+        )
+        level = "Normal" if status.succeeded else "Warning"
+        self._record(
+            job,
+            level,
+            "TaskCompleted",
+            f"exit code {status.code} ({status.phrase})",
+            task,
+        )
+
+    def _track(self, job: ActiveJob, task: fw.TaskKey, key: str) -> None:
+        self._keys[key] = (job.id, task)
+        self._key_of[(job.id, task)] = key
+
+    def _task_of(self, key: str) -> tuple[ActiveJob, fw.TaskKey] | None:
+        found = self._keys.get(key)
+        if found is None:
+            return None
+        job = self._jobs.get(found[0])
+        return (job, found[1]) if job is not None else None
+
+    # -- actions of the state machine -------------------------------------------------------------
+
+    def _handle(self, job: ActiveJob, actions: Iterable[fw.Action], now: float) -> None:
+        job.dirty = True
+        for action in actions:
+            if isinstance(action, fw.RequestPlacement):
+                self._new_demand.add(job.id)
+            elif isinstance(action, fw.CancelPlacement):
+                self._cancel_placement(job, action.tasks)
+            elif isinstance(action, fw.Launch):
+                self._effects.append(self._launcher(job, action.task))
+            elif isinstance(action, fw.Kill):
+                self._effects.append(self._killer(job, action.task, action.status))
+            elif isinstance(action, fw.TaskEnded):
+                self._task_ended(job, action.task)
+            elif isinstance(action, fw.AttemptEnded):
+                self._attempt_ended(job, action)
+
+    def _cancel_placement(self, job: ActiveJob, tasks: tuple[fw.TaskKey, ...]) -> None:
+        """Waiting tasks gave up: drop any cells a preempting group of theirs reserved."""
+        for name in {job.group_of(task).name for task in tasks}:
+            if name not in job.allocations:
+                self.scheduler.release(name)
+                self._owners.pop(name, None)
+                self._schedule_needed = True
+
+    def _task_ended(self, job: ActiveJob, task: fw.TaskKey) -> None:
+        key = self._key_of.pop((job.id, task), None)
+        if key is not None:
+            del self._keys[key]
+            self._ports.release(key)
+        group = job.group_of(task)
+        if group.name in job.allocations and job.group_idle(group):
+            self.scheduler.release(group.name)
+            del job.allocations[group.name]
+            self._owners.pop(group.name, None)
+            self._schedule_needed = True
+
+    def _attempt_ended(self, job: ActiveJob, ended: fw.AttemptEnded) -> None:
+        outcome = f"exit code {ended.completion.code} ({ended.completion.phrase})"
+        if ended.retrying:
+            self._record(
+                job, "Warning", "Retrying", f"attempt {ended.attempt_id} ended with {outcome}"
+            )
+        else:
+            level = "Normal" if ended.completion.succeeded else "Warning"
+            self._record(job, level, "Completed", f"job ended with {outcome}")
+
+    # -- scheduling -------------------------------------------------------------------------------
+
+    def _schedule_pass(self, now: float) -> None:
+        """Try the waiting jobs in queue order. Placing jobs only takes cells, so a job that
+        had to wait can only fit after cells were freed; until then only the jobs that asked
+        for cells since the last pass are tried, which keeps a pass cheap behind a long queue."""
+        if self._schedule_needed:
+            candidates = list(self._jobs.values())
+        else:
+            candidates = [self._jobs[i] for i in self._new_demand if i in self._jobs]
+        self._schedule_needed = False
+        self._new_demand.clear()
+        waiting = sorted(
+            (job for job in candidates if job.pending_groups()),
+            key=ActiveJob.queue_order,
+        )
+        for job in waiting:
+            self._schedule_job(job, now)
+
+    def _schedule_job(self, job: ActiveJob, now: float) -> None:
+        """Place the job's waiting groups; under gang allocation all of them or none."""
+        gang = job.machine.policy.gang_allocation
+        bound: list[tuple[GroupRequest, Placement]] = []
+        blocked: WaitReason | None = None
+        for group in job.pending_groups():
+            decision = self.scheduler.schedule(group)
+            if isinstance(decision, Bind):
+                self.scheduler.allocate(group.name, decision.placement)
+                self._owners[group.name] = job
+                self._downgrade(decision.downgraded, job)
+                bound.append((group, decision.placement))
+            else:
+                if isinstance(decision, Preempt):
+                    self._owners[group.name] = job
+                    self._preempt(job, decision)
+                    blocked = _preempting_reason(decision.victims, self._owners)
+                else:
+                    blocked = decision.reason
+                if gang:
+                    break
+        if gang and blocked is not None:
+            for group, _ in bound:
+                self.scheduler.release(group.name)
+                self._owners.pop(group.name, None)
+            bound = []
+        for group, placement in bound:
+            self._commit(job, group, placement, now)
+        if job.wait_reason != blocked:
+            job.wait_reason = blocked
+            job.dirty = True
+            if blocked is not None:
+                self._record(job, "Normal", "Waiting", blocked.message)
+
+    def _commit(
+        self, job: ActiveJob, group: GroupRequest, placement: Placement, now: float
+    ) -> None:
+        try:
+            placed = assign_ports(job, placement.pods, self._ports, self.executor.isolation)
+        except PortsExhaustedError as exhausted:
+            self.scheduler.release(group.name)
+            self._owners.pop(group.name, None)
+            job.wait_reason = WaitReason(WaitKind.TOPOLOGY, str(exhausted))
+            return
+        job.allocations[group.name] = Allocation(group, placement)
+        for task, where in placed.items():
+            job.machine.tasks[task].current.placement = where
+            self._track(job, task, where["key"])
+        nodes = ", ".join(placement.nodes)
+        self._record(job, "Normal", "Scheduled", f"{group.name} placed on {nodes}")
+        self._handle(job, fw.on_placed(job.machine, placed, now), now)
+
+    def _preempt(self, preemptor: ActiveJob, decision: Preempt) -> None:
+        for victim_group in decision.victims:
+            victim = self._owners.get(victim_group)
+            if victim is None:
+                continue
+            group = victim.group_named(victim_group)
+            tasks = [(pod.role, pod.index) for pod in group.pods]
+            actions = fw.on_preempted(
+                victim.machine, tasks, preemptor.framework_name, self._clock()
+            )
+            if actions:
+                self._record(
+                    victim,
+                    "Warning",
+                    "Preempted",
+                    f"preempted by {preemptor.framework_name} (higher priority)",
+                )
+            self._handle(victim, actions, self._clock())
+
+    def _downgrade(self, groups: tuple[str, ...], preemptor: ActiveJob) -> None:
+        """Lazy preemption: these groups keep running, now as opportunistic ones."""
+        for name in groups:
+            victim = self._owners.get(name)
+            if victim is None or name not in victim.allocations:
+                continue
+            victim.allocations[name] = replace(victim.allocations[name], opportunistic=True)
+            self._record(
+                victim,
+                "Warning",
+                "Downgraded",
+                f"now runs as opportunistic: {preemptor.framework_name} needs its VC cells",
+            )
+
+    # -- side effects (after the store has the new state) -----------------------------------------
+
+    def _launcher(self, job: ActiveJob, task: fw.TaskKey) -> Callable[[], None]:
+        def launch() -> None:
+            key = task_key(job, task)
+            try:
+                secrets = self._secrets_of(job)
+                self.executor.launch(build_launch(job, task, secrets, self.settings.home))
+            except Exception as error:
+                log.warning("%s: launching %s failed: %s", job.framework_name, task, error)
+                code = ExitCode.POD_CREATION_TRANSIENT_ERROR
+                if isinstance(error, ValueError):  # the job itself is wrong (e.g. a plugin)
+                    code = ExitCode.POD_CREATION_PERMANENT_ERROR
+                verdict = self._exit_specs.current().for_code(int(code), diagnostics=(str(error),))
+                self._late_exits.append((key, verdict))
+                self._wake.set()
+
+        return launch
+
+    def _killer(
+        self, job: ActiveJob, task: fw.TaskKey, status: fw.CompletionStatus
+    ) -> Callable[[], None]:
+        key = task_key(job, task)
+        reason = _KILL_REASONS.get(status.code, KillReason.ATTEMPT_COMPLETED)
+
+        def kill() -> None:
+            try:
+                self.executor.kill(key, reason)
+            except Exception as error:
+                log.warning("%s: killing %s failed: %s", job.framework_name, key, error)
+                verdict = self._exit_specs.current().for_code(status.code, diagnostics=())
+                self._late_exits.append((key, verdict))
+                self._wake.set()
+
+        return kill
+
+    def _run_effects(self) -> None:
+        effects, self._effects = self._effects, []
+        for effect in effects:
+            effect()
+
+    def _secrets_of(self, job: ActiveJob) -> dict[str, Any]:
+        with self.database.session() as session:
+            sealed = session.scalar(select(JobRow.sealed_secrets).where(JobRow.id == job.id))
+        return self._box.open(sealed) if sealed else {}
+
+    # -- persistence ------------------------------------------------------------------------------
+
+    def _record(
+        self,
+        job: ActiveJob,
+        level: str,
+        reason: str,
+        message: str,
+        task: fw.TaskKey | None = None,
+    ) -> None:
+        self._events.append(
+            {
+                "job_id": job.id,
+                "at": datetime.now(UTC),
+                "type": level,
+                "reason": reason,
+                "message": message,
+                "role": task[0] if task else None,
+                "task_index": task[1] if task else None,
+            }
+        )
+
+    def _persist(self) -> bool:
+        """Write every changed job (and new events) in one transaction; say if anything was."""
+        dirty = [job for job in self._jobs.values() if job.dirty]
+        if not dirty and not self._events:
+            return False
+        # Rows are built before the transaction so that it holds the write lock only to write.
+        rows = [{"id": job.id, **_row_values(job)} for job in dirty]
+        with self.database.session() as session:
+            if rows:
+                session.execute(update(JobRow), rows)
+            if self._events:
+                session.execute(insert(JobEvent), self._events)
+        for job in dirty:
+            job.dirty = False
+        self._events = []
+        for job in dirty:
+            if job.machine.finished:
+                del self._jobs[job.id]
+        return True
+
+    def _publish(self) -> None:
+        self._snapshot = self.scheduler.snapshot()
+        counts: dict[str, VcJobs] = {}
+        for job in self._jobs.values():
+            vc = job.spec.virtual_cluster
+            current = counts.get(vc, VcJobs())
+            if fw.job_shown_state(job.machine) == "WAITING":
+                counts[vc] = replace(current, waiting=current.waiting + 1)
+            else:
+                counts[vc] = replace(current, running=current.running + 1)
+        self._vc_jobs = counts
+
+    # -- recovery ---------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Rebuild the in-memory state from the store and re-attach to running tasks."""
+        now = self._clock()
+        with self.database.session() as session:
+            rows = session.scalars(
+                select(JobRow).where(JobRow.status.is_not(None), JobRow.state.not_in(FINAL_STATES))
+            ).all()
+            stored = [
+                (r.id, r.username, r.name, r.submitted_at, r.spec, r.status, r.allocations)
+                for r in rows
+            ]
+        allocations: list[Allocation] = []
+        for job_id, username, name, submitted_at, spec_data, status, allocated in stored:
+            spec = JobSpec.model_validate(spec_data)
+            machine = fw.Job.from_dict(job_policy(spec, self.settings.backoff), status or {})
+            job = ActiveJob(job_id, username, name, submitted_at, spec, machine, groups=[])
+            self._jobs[job_id] = job
+            try:
+                job.groups = job_requests(spec, self.scheduler.cluster, job.framework_name)
+            except RequestRefused as refused:
+                self._refuse(job, "; ".join(refused.problems), now)
+            for data in allocated:
+                allocation = allocation_from_dict(data)
+                job.allocations[allocation.request.name] = allocation
+                self._owners[allocation.request.name] = job
+                allocations.append(allocation)
+        result = self.scheduler.rebuild(allocations)
+        for name, why in result.rejected.items():
+            owner = self._owners.pop(name)
+            owner.allocations.pop(name, None)
+            log.warning("%s: its placement could not be restored: %s", owner.framework_name, why)
+            tasks = [(pod.role, pod.index) for pod in owner.group_named(name).pods]
+            self._handle(owner, fw.on_preempted(owner.machine, tasks, "a restart", now), now)
+        self._restore_tasks(now)
+        self._schedule_needed = True
+
+    def _restore_tasks(self, now: float) -> None:
+        known = {status.key: status for status in self.executor.recover()}
+        assignments: list[PortAssignment] = []
+        for job in list(self._jobs.values()):
+            for task_name, task in job.machine.tasks.items():
+                where = task.current.placement
+                if not task.alive or where is None:
+                    continue
+                key = where["key"]
+                self._track(job, task_name, key)
+                assignments.append(
+                    PortAssignment(
+                        key,
+                        where["node"],
+                        {label: tuple(p) for label, p in where["ports"].items()},
+                    )
+                )
+                status = known.pop(key, None)
+                if status is None:
+                    self._restore_unknown(job, task_name, task, now)
+                elif status.phase is TaskPhase.FINISHED and status.result is not None:
+                    self._late_exits.append((key, status.result.classification))
+                else:
+                    if status.phase is TaskPhase.RUNNING:
+                        attempt = task.current.attempt_id
+                        self._handle(
+                            job, fw.on_task_running(job.machine, task_name, attempt, now), now
+                        )
+                    if task.kill_status is not None:
+                        self._effects.append(self._killer(job, task_name, task.kill_status))
+        self._ports.restore(assignments)
+        for key, status in known.items():
+            if status.phase is not TaskPhase.FINISHED:
+                log.warning("task %s belongs to no running job; stopping it", key)
+                self.executor.kill(key, KillReason.ATTEMPT_COMPLETED)
+
+    def _restore_unknown(
+        self, job: ActiveJob, task_name: fw.TaskKey, task: fw.Task, now: float
+    ) -> None:
+        """A task the store says was launched, but the executor has no trace of."""
+        if task.state is fw.AttemptState.CREATION_REQUESTED:
+            self._effects.append(self._launcher(job, task_name))  # recorded, never started
+            return
+        code = task.kill_status.code if task.kill_status else int(ExitCode.POD_EXTERNAL_DELETED)
+        verdict = self._exit_specs.current().for_code(
+            code, diagnostics=("the task's process was lost while the control plane was down",)
+        )
+        self._late_exits.append((task.current.placement["key"], verdict))  # type: ignore[index]
+
+
+# -------------------------------------------------------------------------------------------------
+
+
+def _preempting_reason(victims: tuple[str, ...], owners: dict[str, ActiveJob]) -> WaitReason:
+    names = sorted({owners[v].framework_name if v in owners else v for v in victims})
+    return WaitReason(
+        WaitKind.VC_QUOTA,
+        f"preempting lower-priority jobs to free its cells: {', '.join(names)}",
+        {"victims": names},
+    )
+
+
+def _time(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
+
+
+def _row_values(job: ActiveJob) -> dict[str, Any]:
+    machine = job.machine
+    attempts = list(fw.all_attempts(machine))
+    running = [a.running_at for a in attempts if a.running_at is not None]
+    completions = [a.completion for a in attempts if a.completion is not None]
+    reason = job.wait_reason
+    return {
+        "status": machine.to_dict(),
+        "state": fw.job_shown_state(machine),
+        "sub_state": machine.state.value,
+        "execution_type": machine.execution.value,
+        "launched_at": _time(min(running, default=None)),
+        "completed_at": _time(machine.attempt.completed_at) if machine.finished else None,
+        "retries": machine.retry.total,
+        "exit_code": completions[-1].code if completions else None,
+        "allocations": [allocation_to_dict(a) for a in job.allocations.values()],
+        "wait_reason": (
+            {"kind": reason.kind.value, "message": reason.message, "details": dict(reason.details)}
+            if reason is not None
+            else None
+        ),
+    }

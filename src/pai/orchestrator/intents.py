@@ -1,0 +1,153 @@
+"""What users ask of jobs, recorded for the controller: submit, stop, tag.
+
+These run in API request handlers. They check the request completely before writing anything
+(a refused submission leaves no row behind) and never move a job's state themselves: the
+controller reads the recorded intent and is the only one to act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pai.auth.sealing import SecretBox
+from pai.cluster.model import ClusterConfig
+from pai.errors import (
+    ConflictJobError,
+    ForbiddenUserError,
+    InvalidParametersError,
+    InvalidProtocolError,
+    NoJobError,
+    NoTagError,
+    NoVirtualClusterError,
+)
+from pai.protocol import (
+    JobSpec,
+    ProtocolError,
+    parse_submitted_job,
+    rendered_job_dict,
+    runtime_plugins_for_role,
+)
+from pai.runtime.plugins import PluginError, build_task_script
+from pai.scheduler.requests import RequestRefused, job_requests
+from pai.store.models import JobRow, JobTag
+
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+
+def submit_job(
+    session: Session,
+    cluster: ClusterConfig,
+    box: SecretBox,
+    *,
+    username: str,
+    text: str | bytes,
+    may_use_vc: Callable[[str], bool],
+) -> JobRow:
+    """Validate a job file for `username` and record it; the controller takes it from there."""
+    try:
+        submitted = parse_submitted_job(text)
+    except ProtocolError as invalid:
+        raise InvalidProtocolError(
+            invalid.summary(),
+            problems=[
+                {"path": p.path, "message": p.message, "line": p.line, "column": p.column}
+                for p in invalid.problems
+            ],
+        ) from None
+    spec = submitted.spec
+    vc = spec.virtual_cluster
+    if vc not in cluster.virtual_clusters:
+        known = ", ".join(sorted(cluster.virtual_clusters))
+        raise NoVirtualClusterError(f"virtual cluster '{vc}' does not exist (VCs: {known})")
+    if not may_use_vc(vc):
+        raise ForbiddenUserError(
+            f"user '{username}' may not submit to virtual cluster '{vc}': none of the user's "
+            "groups grants it (ask an administrator)"
+        )
+    framework_name = f"{username}~{spec.name}"
+    try:
+        job_requests(spec, cluster, framework_name)
+    except RequestRefused as refused:
+        raise InvalidProtocolError(
+            f"job '{spec.name}' can never run on this cluster: " + "; ".join(refused.problems)
+        ) from None
+    _check_plugins(spec)
+    # Everything is computed before the first statement: on SQLite that statement takes the
+    # database's write lock, which is then held only for the insert. A name the user already
+    # has is found by the table's unique constraint, which holds under concurrent submissions.
+    row = JobRow(
+        username=username,
+        name=spec.name,
+        virtual_cluster=vc,
+        priority_class=spec.priority_class,
+        job_text=submitted.masked_text,
+        spec=rendered_job_dict(spec),
+        sealed_secrets=box.seal(spec.secrets) if spec.secrets else None,
+        total_tasks=spec.total_tasks,
+        total_gpus=spec.total_gpus,
+        total_roles=len(spec.task_roles),
+        allocations=[],
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError:
+        raise ConflictJobError(
+            f"job '{framework_name}' already exists; choose another name"
+        ) from None
+    return row
+
+
+def request_stop(session: Session, job: JobRow) -> None:
+    """Record that the job must stop; stopping a finished job changes nothing."""
+    if job.state in FINAL_STATES or job.stop_requested_at is not None:
+        return
+    job.stop_requested_at = datetime.now(UTC)
+
+
+def add_tag(job: JobRow, tag: str) -> None:
+    _check_tag(tag)
+    if all(existing.tag != tag for existing in job.tags):
+        job.tags.append(JobTag(tag=tag))
+
+
+def remove_tag(job: JobRow, tag: str) -> None:
+    for existing in job.tags:
+        if existing.tag == tag:
+            job.tags.remove(existing)
+            return
+    raise NoTagError(f"job '{job.framework_name}' has no tag '{tag}'")
+
+
+def find_job(session: Session, framework_name: str) -> JobRow:
+    """The job named `<user>~<job>`, or NoJobError."""
+    username, sep, name = framework_name.partition("~")
+    job = _find(session, username, name) if sep else None
+    if job is None:
+        raise NoJobError(f"job '{framework_name}' not found")
+    return job
+
+
+def _find(session: Session, username: str, name: str) -> JobRow | None:
+    return session.scalars(
+        select(JobRow).where(JobRow.username == username, JobRow.name == name)
+    ).one_or_none()
+
+
+def _check_tag(tag: str) -> None:
+    if not tag or "," in tag or len(tag) > 255:
+        raise InvalidParametersError("a tag is 1-255 characters and has no comma")
+
+
+def _check_plugins(spec: JobSpec) -> None:
+    """Runtime plugins PAI cannot run are refused now rather than failing every launch."""
+    for role in spec.task_roles:
+        try:
+            build_task_script([], runtime_plugins_for_role(spec, role), {})
+        except PluginError as unsupported:
+            raise InvalidProtocolError(f"task role '{role}': {unsupported}") from None

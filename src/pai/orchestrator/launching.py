@@ -1,0 +1,123 @@
+"""Turning a placed task into what an executor runs: ports, environment, script, directories."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pai.executors.base import TaskLaunch
+from pai.orchestrator import framework as fw
+from pai.orchestrator.active import ActiveJob, task_key
+from pai.runtime.env import JobIdentity, TaskPlacement, build_task_env, roles_from_spec
+from pai.runtime.plugins import task_script_for_role
+from pai.runtime.ports import PortAllocator
+from pai.scheduler.types import PodPlacement
+
+
+def assign_ports(
+    job: ActiveJob, pods: tuple[PodPlacement, ...], ports: PortAllocator, isolation: str
+) -> dict[fw.TaskKey, dict[str, Any]]:
+    """Hold ports for each placed pod and describe where and how its task runs (kept with the
+    attempt): node, address, GPUs, ports, the image asked for and what isolates the task.
+
+    All or nothing: if one task's ports run out, the ports of the others are given back.
+    """
+    placed: dict[fw.TaskKey, dict[str, Any]] = {}
+    try:
+        for pod in pods:
+            task = (pod.role, pod.index)
+            key = task_key(job, task)
+            request = job.spec.task_roles[pod.role].resource_per_instance.ports
+            held = ports.allocate(key, pod.node, pod.address, request)
+            placed[task] = {
+                "key": key,
+                "node": pod.node,
+                "address": pod.address,
+                "gpus": list(pod.leaf_indices) if _uses_gpus(job, pod.role) else [],
+                "leaves": list(pod.leaf_indices),
+                "ports": held,
+                "dockerImage": _image_uri(job, pod.role),
+                "isolation": isolation,
+            }
+    except Exception:
+        for where in placed.values():
+            ports.release(where["key"])
+        raise
+    return placed
+
+
+def build_launch(
+    job: ActiveJob, task: fw.TaskKey, secrets: Mapping[str, Any], home: Path
+) -> TaskLaunch:
+    """The launch of the current attempt of `task`, which must have its placement recorded.
+
+    Peers are those tasks of the current job attempt that have a placement (all of them under
+    gang allocation). Secrets are substituted into the script here and nowhere else.
+    """
+    machine = job.machine
+    where = machine.tasks[task].current.placement
+    assert where is not None, f"{task} is launched without a placement"
+    peers = {
+        key: _task_placement(t.current.placement)
+        for key, t in machine.tasks.items()
+        if t.current.placement is not None and (t.alive or key == task)
+    }
+    identity = JobIdentity(
+        user=job.username,
+        job_name=job.name,
+        virtual_cluster=job.spec.virtual_cluster,
+        job_attempt=machine.attempt.attempt_id,
+    )
+    attempt_dir = home / "jobs" / job.framework_name / where["key"]
+    working_dir = attempt_dir / "work"
+    role = job.spec.task_roles[task[0]]
+    env = build_task_env(
+        identity,
+        roles_from_spec(job.spec),
+        task[0],
+        task[1],
+        peers,
+        task_attempt=machine.tasks[task].current.attempt_id,
+        working_dir=str(working_dir),
+    )
+    spec = job.spec.model_copy(update={"secrets": dict(secrets)})
+    return TaskLaunch(
+        key=where["key"],
+        job=job.framework_name,
+        role=task[0],
+        index=task[1],
+        job_attempt=machine.attempt.attempt_id,
+        task_attempt=machine.tasks[task].current.attempt_id,
+        node=where["node"],
+        address=where["address"],
+        script=task_script_for_role(spec, task[0]),
+        env=env,
+        working_dir=working_dir,
+        log_dir=attempt_dir / "logs",
+        memory_mb=role.resource_per_instance.memory_mb,
+        gpus=tuple(where["gpus"]),
+        ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
+        docker_image=_image_uri(job, task[0]),
+    )
+
+
+def _task_placement(where: Mapping[str, Any] | None) -> TaskPlacement:
+    assert where is not None
+    return TaskPlacement(
+        node=where["node"],
+        host_ip=where["address"],
+        gpus=tuple(where["gpus"]),
+        ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
+    )
+
+
+def _uses_gpus(job: ActiveJob, role: str) -> bool:
+    """Leaf cells are GPUs only for roles that ask for GPUs (on CPU SKUs they are CPU slots)."""
+    return job.spec.task_roles[role].resource_per_instance.gpu > 0
+
+
+def _image_uri(job: ActiveJob, role: str) -> str | None:
+    image = job.spec.prerequisite("dockerimage", job.spec.task_roles[role].docker_image)
+    uri = getattr(image, "uri", None)
+    return str(uri) if uri else None

@@ -1,0 +1,237 @@
+"""Job text to a YAML node tree, with limits that hold before any value is built.
+
+The tree is composed from the parser's event stream here rather than by PyYAML's composer, for
+two reasons: PyYAML's composers recurse once per nesting level (the C one can overflow the C
+stack on a deeply nested document), and an alias bomb must be stopped while composing, not after
+its expansion has been built. Every node's expanded size and depth is known the moment it is
+closed, so a billion-laughs document stops at the first node that crosses the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import cast
+
+import yaml
+from yaml.error import Mark
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+from pai.protocol.errors import Problem, ProtocolError
+
+MAX_DOCUMENT_BYTES = 1024 * 1024
+"""Largest job text accepted, in bytes of UTF-8."""
+
+MAX_NODES = 100_000
+"""Most YAML nodes a document may expand to, counting every use of an alias in full."""
+
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and lists, again counting what aliases expand to."""
+
+_EventParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A place in the text: 1-based line and column, 0-based character offset."""
+
+    line: int
+    column: int
+    index: int
+
+
+def position_of(mark: Mark) -> Position:
+    """The position a PyYAML mark points at."""
+    return Position(line=mark.line + 1, column=mark.column + 1, index=mark.index)
+
+
+def _marks(event: yaml.Event) -> tuple[Mark, Mark]:
+    """The event's start and end marks (the C parser's marks have the same fields as PyYAML's)."""
+    return cast(Mark, event.start_mark), cast(Mark, event.end_mark)
+
+
+def _position_at(text: str, index: int) -> Position:
+    line_start = text.rfind("\n", 0, index) + 1
+    return Position(line=text.count("\n", 0, index) + 1, column=index - line_start + 1, index=index)
+
+
+def _fail(message: str, where: Position | None) -> ProtocolError:
+    line, column = (where.line, where.column) if where else (None, None)
+    return ProtocolError([Problem(path="", message=message, line=line, column=column)])
+
+
+def decode_job_text(raw: str | bytes) -> str:
+    """The job as text, checked to be valid UTF-8 and within the size limit."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            prefix = raw[: exc.start].decode("utf-8", errors="replace")
+            raise _fail("the file is not UTF-8 text", _position_at(prefix, len(prefix))) from None
+    else:
+        text = raw
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise _fail(
+            "the text contains an invalid character", _position_at(text, exc.start)
+        ) from None
+    if size > MAX_DOCUMENT_BYTES:
+        raise _fail(
+            f"the document is {size} bytes long; a job may be at most {MAX_DOCUMENT_BYTES} bytes "
+            "(1 MiB)",
+            None,
+        )
+    return text
+
+
+@dataclass
+class _OpenCollection:
+    node: SequenceNode | MappingNode
+    anchor: str | None
+    size: int = 1
+    depth: int = 1
+    pending_key: Node | None = None
+    pairs: list[tuple[Node, Node]] = field(default_factory=list)
+    items: list[Node] = field(default_factory=list)
+
+
+class _Composer:
+    """Builds the node tree of a single document from parser events, enforcing the limits."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._resolver = Resolver()
+        # anchor -> (node, its expanded size, its expanded depth)
+        self._anchors: dict[str, tuple[Node, int, int]] = {}
+        self._open: list[_OpenCollection] = []
+        self._documents = 0
+        self.root: Node | None = None
+
+    def compose(self) -> Node | None:
+        try:
+            for event in yaml.parse(self._text, Loader=_EventParser):
+                self._handle(event)
+        except yaml.MarkedYAMLError as exc:
+            raise _fail(_describe_yaml_error(exc), _mark_position(exc)) from None
+        except yaml.reader.ReaderError as exc:
+            raise _fail(
+                f"invalid YAML: {exc.reason}", _position_at(self._text, exc.position)
+            ) from None
+        except yaml.YAMLError as exc:
+            raise _fail(f"invalid YAML: {exc}", None) from None
+        return self.root
+
+    def _handle(self, event: yaml.Event) -> None:
+        if isinstance(event, yaml.DocumentStartEvent):
+            if self._documents:
+                raise _fail(
+                    "a job file holds exactly one YAML document, but a second one starts here",
+                    position_of(_marks(event)[0]),
+                )
+        elif isinstance(event, yaml.DocumentEndEvent):
+            self._documents += 1
+        elif isinstance(event, yaml.AliasEvent):
+            self._alias(event)
+        elif isinstance(event, yaml.ScalarEvent):
+            tag = event.tag
+            if tag is None or tag == "!":
+                tag = self._resolver.resolve(ScalarNode, event.value, event.implicit)
+            node = ScalarNode(tag, event.value, *_marks(event), style=event.style)
+            self._remember(event.anchor, node, size=1, depth=1)
+            self._attach(node, size=1, depth=1)
+        elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            self._start_collection(event)
+        elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            self._end_collection(event)
+
+    def _start_collection(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent) -> None:
+        start, end = _marks(event)
+        if len(self._open) >= MAX_DEPTH:
+            raise _fail(f"the document nests more than {MAX_DEPTH} levels deep", position_of(start))
+        kind = SequenceNode if isinstance(event, yaml.SequenceStartEvent) else MappingNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self._resolver.resolve(kind, None, event.implicit)
+        node = kind(tag, [], start, end, flow_style=event.flow_style)
+        self._open.append(_OpenCollection(node=node, anchor=event.anchor))
+
+    def _end_collection(self, event: yaml.Event) -> None:
+        closed = self._open.pop()
+        closed.node.end_mark = _marks(event)[1]
+        closed.node.value = closed.pairs if isinstance(closed.node, MappingNode) else closed.items
+        # An anchor becomes usable only once its node is complete: an alias met earlier is a cycle.
+        self._remember(closed.anchor, closed.node, size=closed.size, depth=closed.depth)
+        self._attach(closed.node, size=closed.size, depth=closed.depth)
+
+    def _alias(self, event: yaml.AliasEvent) -> None:
+        anchor = event.anchor or ""
+        known = self._anchors.get(anchor)
+        if known is None:
+            enclosing = any(frame.anchor == anchor for frame in self._open)
+            reason = "an anchor that contains it" if enclosing else "no anchor defined before it"
+            raise _fail(f"the alias *{anchor} refers to {reason}", position_of(_marks(event)[0]))
+        node, size, depth = known
+        self._attach(node, size=size, depth=depth, alias=anchor, mark=_marks(event)[0])
+
+    def _remember(self, anchor: str | None, node: Node, *, size: int, depth: int) -> None:
+        if anchor is not None:
+            self._anchors[anchor] = (node, size, depth)
+
+    def _attach(
+        self,
+        node: Node,
+        *,
+        size: int,
+        depth: int,
+        alias: str | None = None,
+        mark: Mark | None = None,
+    ) -> None:
+        where = position_of(mark or node.start_mark)
+        total = size + sum(frame.size for frame in self._open)
+        if total > MAX_NODES:
+            through = f" (through the alias *{alias})" if alias else ""
+            raise _fail(
+                f"the document expands to more than {MAX_NODES} YAML nodes{through}; "
+                "a job file this large, or an alias used to multiply content, is refused",
+                where,
+            )
+        if depth + len(self._open) > MAX_DEPTH:
+            raise _fail(f"the document nests more than {MAX_DEPTH} levels deep", where)
+        if not self._open:
+            self.root = node
+            return
+        parent = self._open[-1]
+        parent.size += size
+        parent.depth = max(parent.depth, depth + 1)
+        if isinstance(parent.node, SequenceNode):
+            parent.items.append(node)
+        elif parent.pending_key is None:
+            parent.pending_key = node
+        else:
+            parent.pairs.append((parent.pending_key, node))
+            parent.pending_key = None
+
+
+def _mark_position(exc: yaml.MarkedYAMLError) -> Position | None:
+    mark = exc.problem_mark or exc.context_mark
+    return position_of(mark) if mark is not None else None
+
+
+def _describe_yaml_error(exc: yaml.MarkedYAMLError) -> str:
+    problem = exc.problem or "the text is not valid YAML"
+    if not exc.context:
+        return f"invalid YAML: {problem}"
+    start, end = exc.context_mark, exc.problem_mark
+    if start is not None and end is not None and start.line != end.line:
+        return f"invalid YAML: {problem} ({exc.context} that starts on line {start.line + 1})"
+    return f"invalid YAML: {problem} ({exc.context})"
+
+
+def compose_document(text: str) -> Node | None:
+    """The node tree of the one YAML document in `text` (None if it is empty).
+
+    Raises ProtocolError for YAML syntax errors, a second document, an alias without anchor or
+    inside its own anchor, and documents beyond MAX_NODES or MAX_DEPTH.
+    """
+    return _Composer(text).compose()

@@ -1,0 +1,1 @@
+"""What a task sees: PAI_* environment, ports, the exit spec and failure classification."""

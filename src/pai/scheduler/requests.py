@@ -1,0 +1,200 @@
+"""From a job to the groups the scheduler places, as OpenPAI's server translates them for HiveD.
+
+- leaf cells per task = max over gpu, cpu and memory of ceil(request / the SKU's unit), at least
+  one; asking for a resource the SKU lacks is refused;
+- `jobPriorityClass` gives the priority: crit 120, prod 100, test 10 (default), oppo -1;
+- with gang allocation (the default) roles with the same `affinityGroupName` form one group and
+  roles without one share the group `default`; without gang allocation every task is its own
+  group. A group is named `<job key>/<group>` (OpenPAI: `<user>~<job>/default`);
+- without `skuType` or `pinnedCellId`, a group gets the first SKU of its VC (file order) that has
+  every resource its tasks ask for, preferring CPU-only SKUs for groups that ask for no GPU;
+- requests that can never fit (unknown VC or SKU, more cells than the VC owns, a task larger than
+  any of its cells, an opportunistic job on a pinned cell, ...) are refused before they queue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pai.cluster.model import ClusterConfig, SkuType
+from pai.scheduler.admission import CapacityIndex
+from pai.scheduler.types import GroupRequest, PodRequest
+
+if TYPE_CHECKING:
+    from pai.protocol import JobSpec
+
+PRIORITY_OF_CLASS = {"crit": 120, "prod": 100, "test": 10, "oppo": -1}
+DEFAULT_PRIORITY_CLASS = "test"
+DEFAULT_GROUP = "default"
+
+
+class RequestRefused(ValueError):
+    """The job can never run as written on this cluster; `problems` says why, one per item."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class _Role:
+    name: str
+    instances: int
+    gpu: int
+    cpu: int
+    memory_mb: int
+    sku_type: str | None
+    pinned_cell_id: str | None
+    group: str
+
+
+def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[GroupRequest]:
+    """The groups of `spec` in role order; raise `RequestRefused` listing every problem."""
+    hived = spec.extras.hived_scheduler
+    priority_class = hived.job_priority_class if hived is not None else DEFAULT_PRIORITY_CLASS
+    priority = PRIORITY_OF_CLASS[priority_class]
+    lazy = bool(hived.lazy_preemption_enable) if hived is not None else False
+    settings = hived.task_roles if hived is not None else {}
+    problems = [
+        f"extras.hivedScheduler.taskRoles.{name}: no task role '{name}' in taskRoles"
+        for name in settings
+        if name not in spec.task_roles
+    ]
+    roles: list[_Role] = []
+    for name, role in spec.task_roles.items():
+        setting = settings.get(name)
+        resources = role.resource_per_instance
+        if setting is not None and setting.sku_type and setting.pinned_cell_id:
+            problems.append(f"task role '{name}': give skuType or pinnedCellId, not both")
+        group = (setting.affinity_group_name if setting is not None else None) or DEFAULT_GROUP
+        roles.append(
+            _Role(
+                name=name,
+                instances=role.instances,
+                gpu=resources.gpu,
+                cpu=resources.cpu,
+                memory_mb=resources.memory_mb,
+                sku_type=setting.sku_type if setting is not None else None,
+                pinned_cell_id=setting.pinned_cell_id if setting is not None else None,
+                group=group,
+            )
+        )
+    vc = spec.virtual_cluster
+    if vc not in cluster.virtual_clusters:
+        known = ", ".join(cluster.virtual_clusters) or "none"
+        problems.append(f"unknown virtual cluster '{vc}' (VCs: {known})")
+    if problems:
+        raise RequestRefused(problems)
+    groups: dict[str, list[_Role]] = {}
+    for member in roles:
+        groups.setdefault(member.group, []).append(member)
+    capacity = CapacityIndex(cluster)
+    requests: list[GroupRequest] = []
+    for group_name, members in groups.items():
+        try:
+            sku, pinned = _placement_target(members, cluster, vc, priority, group_name)
+            pods = [
+                PodRequest(member.name, index, _leaf_cells(member, sku))
+                for member in members
+                for index in range(member.instances)
+            ]
+        except RequestRefused as refused:
+            problems += refused.problems
+            continue
+        if spec.extras.gang_allocation:
+            units = [(f"{job_key}/{group_name}", pods)]
+        else:
+            units = [(f"{job_key}/{pod.role}-{pod.index}", [pod]) for pod in pods]
+        for name, unit in units:
+            request = GroupRequest(
+                name=name,
+                vc=vc,
+                priority=priority,
+                pods=tuple(unit),
+                sku_type=sku.name,
+                pinned_cell_id=pinned,
+                lazy_preemption=lazy,
+            )
+            refusal = capacity.refusal(request)
+            if refusal is not None:
+                problems.append(refusal)
+                break
+            requests.append(request)
+    if problems:
+        raise RequestRefused(list(dict.fromkeys(problems)))
+    return requests
+
+
+def _placement_target(
+    members: list[_Role], cluster: ClusterConfig, vc: str, priority: int, group: str
+) -> tuple[SkuType, str | None]:
+    """The SKU (and pinned cell) of an affinity group, whose roles must agree on both."""
+    wanted = {(role.sku_type, role.pinned_cell_id) for role in members}
+    if len(wanted) > 1:
+        roles = ", ".join(f"'{role.name}'" for role in members)
+        raise RequestRefused(
+            [
+                f"roles {roles} form affinity group '{group}' but ask for different "
+                "skuType/pinnedCellId; give them the same, or separate affinityGroupNames"
+            ]
+        )
+    sku_type, pinned = wanted.pop()
+    if pinned is not None:
+        if pinned not in cluster.pinned_cells:
+            raise RequestRefused([f"unknown pinned cell '{pinned}'"])
+        return cluster.chain_sku(cluster.pinned_cell_chain(pinned)), pinned
+    if sku_type is not None:
+        if sku_type not in cluster.sku_types:
+            known = ", ".join(cluster.sku_types)
+            raise RequestRefused([f"unknown skuType '{sku_type}' (SKU types: {known})"])
+        return cluster.sku_types[sku_type], None
+    return _default_sku(members, cluster, vc, priority), None
+
+
+def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority: int) -> SkuType:
+    chains = dict.fromkeys(cell.chain for cell in cluster.virtual_clusters[vc].virtual_cells)
+    if not chains and priority < 0:
+        chains = dict.fromkeys(cluster.chains)
+    skus = list(dict.fromkeys(cluster.chain_sku(chain).name for chain in chains))
+    needs_gpu = any(role.gpu > 0 for role in members)
+    usable = [
+        cluster.sku_types[name]
+        for name in skus
+        if all(_lacking(role, cluster.sku_types[name]) is None for role in members)
+    ]
+    if not usable:
+        owner = f"VC '{vc}'" if priority >= 0 else "the cluster"
+        raise RequestRefused([f"no SKU of {owner} provides what the tasks ask for"])
+    usable.sort(key=lambda sku: (sku.gpu > 0) != needs_gpu)
+    return usable[0]
+
+
+def _lacking(role: _Role, sku: SkuType) -> str | None:
+    for resource, asked, unit in (
+        ("gpu", role.gpu, sku.gpu),
+        ("cpu", role.cpu, sku.cpu),
+        ("memory", role.memory_mb, sku.memory_mb),
+    ):
+        if asked > 0 and unit == 0:
+            return resource
+    return None
+
+
+def _leaf_cells(role: _Role, sku: SkuType) -> int:
+    lacking = _lacking(role, sku)
+    if lacking is not None:
+        raise RequestRefused(
+            [f"task role '{role.name}' asks for {lacking} but SKU '{sku.name}' has none"]
+        )
+    counts = [
+        math.ceil(asked / unit)
+        for asked, unit in (
+            (role.gpu, sku.gpu),
+            (role.cpu, sku.cpu),
+            (role.memory_mb, sku.memory_mb),
+        )
+        if unit > 0
+    ]
+    return max([1, *counts])

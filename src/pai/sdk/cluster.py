@@ -1,0 +1,129 @@
+"""Virtual clusters, nodes and SKU types: what the cluster has and who uses it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from pai.sdk.base import ApiBase
+from pai.sdk.model import ApiModel
+from pai.sdk.names import segment
+
+
+class Resources(ApiModel):
+    cpu: float = 0
+    memory: float = 0
+    gpu: float = 0
+
+
+class CellCount(ApiModel):
+    """`cell_number` cells of type `cell_type` (a VC's reservation)."""
+
+    cell_type: str
+    cell_number: int
+
+
+class VirtualCluster(ApiModel):
+    """A virtual cluster: OpenPAI's capacity fields, plus PAI's counts of GPUs, of leaf cells
+    (GPUs, or CPU slots on a CPU cluster) and of jobs."""
+
+    capacity: float = 0
+    used_capacity: float = 0
+    max_capacity: float = 0
+    dedicated: bool = False
+    resources_used: Resources = Field(default_factory=Resources)
+    resources_guaranteed: Resources = Field(default_factory=Resources)
+    resources_total: Resources = Field(default_factory=Resources)
+    status: str = "running"
+    cells: list[CellCount] = Field(default_factory=list)
+    guaranteed_gpus: int = 0
+    used_gpus: int = 0
+    free_gpus: int = 0
+    opportunistic_gpus: int = 0
+    guaranteed_leaves: int = 0
+    used_leaves: int = 0
+    free_leaves: int = 0
+    opportunistic_leaves: int = 0
+    running_jobs: int = 0
+    waiting_jobs: int = 0
+
+
+class NodeVcUsage(ApiModel):
+    """A node's usage as `GET /virtual-clusters?nodes` reports it."""
+
+    address: str = ""
+    healthy: bool = True
+    gpu_total: int = 0
+    gpu_used: int = 0
+    gpu_free: int = 0
+    leaf_cell_type: str | None = None
+    users: list[Any] = Field(default_factory=list)
+
+
+class Counts(ApiModel):
+    total: int = 0
+    used: int = 0
+    free: int = 0
+
+
+class LeafUsage(ApiModel):
+    """One leaf cell (a GPU, or a CPU slot) in use: by which job, VC and priority."""
+
+    leaf_index: int
+    job: str | None = None
+    vc: str | None = None
+    priority: Any = None
+
+
+class Node(ApiModel):
+    """A node: health, SKU, and its leaf cells (GPUs or CPU slots) total, used and free."""
+
+    name: str
+    address: str = ""
+    healthy: bool = True
+    sku_type: str | None = None
+    leaves: Counts = Field(default_factory=Counts)
+    gpus: Counts = Field(default_factory=Counts)
+    usage: list[LeafUsage] = Field(default_factory=list)
+
+
+class SkuType(ApiModel):
+    """What one leaf cell of a SKU holds."""
+
+    gpu: float = 0
+    cpu: float = 0
+    memory: float = 0
+
+
+class ClusterApi(ApiBase):
+    """Methods describing the cluster."""
+
+    def virtual_clusters(self) -> dict[str, VirtualCluster]:
+        """Every virtual cluster by name.
+
+        for name, vc in client.virtual_clusters().items():
+            print(name, vc.free_gpus, "of", vc.guaranteed_gpus, "GPUs free")
+        """
+        body = self._transport.get("/virtual-clusters")
+        return {name: VirtualCluster.model_validate(vc) for name, vc in body.items()}
+
+    def virtual_cluster(self, name: str) -> VirtualCluster:
+        """One virtual cluster; `NotFoundError` (NoVirtualClusterError) if there is none."""
+        return VirtualCluster.model_validate(
+            self._transport.get(f"/virtual-clusters/{segment(name)}")
+        )
+
+    def node_usage(self) -> dict[str, NodeVcUsage]:
+        """Per-node usage by node name, the `?nodes` view of the virtual-cluster API."""
+        body = self._transport.get("/virtual-clusters", params={"nodes": "true"})
+        return {name: NodeVcUsage.model_validate(node) for name, node in body.items()}
+
+    def nodes(self) -> list[Node]:
+        """Every node with its health and which job holds each of its leaf cells."""
+        return [Node.model_validate(node) for node in self._transport.get("/cluster/nodes")]
+
+    def sku_types(self, vc: str | None = None) -> dict[str, SkuType]:
+        """The SKU types of the cluster (or of one VC) by name."""
+        body = self._transport.get("/cluster/sku-types", params={"vc": vc} if vc else None)
+        return {name: SkuType.model_validate(sku) for name, sku in body.items()}

@@ -1,0 +1,16 @@
+"""The FastAPI app: the OpenPAI REST API v2, metrics and the portal."""
+
+from pai.server.app import API_PREFIX, Lifespan, announce_admin_password, create_app
+from pai.server.context import ServerContext
+from pai.server.ratelimit import RateLimiter
+from pai.server.serve import build_server
+
+__all__ = [
+    "API_PREFIX",
+    "Lifespan",
+    "RateLimiter",
+    "ServerContext",
+    "announce_admin_password",
+    "build_server",
+    "create_app",
+]

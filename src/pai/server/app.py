@@ -1,0 +1,137 @@
+"""The application factory: the OpenPAI REST API v2 under `/api/v2`, plus health probes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from starlette.concurrency import run_in_threadpool
+
+import pai
+from pai.auth.bootstrap import BootstrapResult, initialize
+from pai.server.context import ServerContext
+from pai.server.deps import single_valued_query
+from pai.server.errors import install_error_handlers
+from pai.server.logconfig import protect_library_loggers
+from pai.server.middleware import RejectNulMiddleware, RequestLogMiddleware
+from pai.server.routes import authn, groups, health, info, tokens, users
+from pai.settings import Settings
+from pai.store import Database
+
+API_PREFIX = "/api/v2"
+IDENTITY_ROUTERS = (info.router, authn.router, tokens.router, users.router, groups.router)
+
+Lifespan = Callable[[ServerContext], AbstractAsyncContextManager[None]]
+"""Something that runs while the server runs (the controller loop): entered after the database
+is ready, exited before it is closed, in reverse order."""
+
+
+def create_app(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    routers: Sequence[APIRouter] = (),
+    root_routers: Sequence[APIRouter] = (),
+    services: Mapping[type, object] | None = None,
+    lifespans: Sequence[Lifespan] = (),
+    launcher_type: str = "local",
+) -> FastAPI:
+    """Build the API server.
+
+    On start it migrates the database and creates the built-in groups and the `admin` user;
+    a generated admin password is printed once to stdout. `routers` are mounted under
+    `/api/v2` next to the identity API, `root_routers` at the root (the portal), `services`
+    become `context.service(kind)`, and `lifespans` start and stop with the server. The
+    database is closed on shutdown unless it was passed in (then its owner closes it).
+    """
+    owns_database = database is None
+    database = database or Database(settings.database_url)
+    context = ServerContext.create(
+        settings, database, launcher_type=launcher_type, services=services or {}
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        result = await run_in_threadpool(initialize, database, settings)
+        announce_admin_password(result)
+        try:
+            async with AsyncExitStack() as stack:
+                for attached in lifespans:
+                    await stack.enter_async_context(attached(context))
+                yield
+        finally:
+            if owns_database:
+                database.dispose()
+
+    app = FastAPI(
+        title="PAI REST API",
+        version=pai.__version__,
+        description=(
+            "OpenPAI-compatible REST API v2. Errors are `{code, message}` bodies. No text may "
+            "contain the NUL character (U+0000): a request with one anywhere is refused (400)."
+        ),
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.context = context
+    install_error_handlers(app)
+    app.add_middleware(RejectNulMiddleware)
+    app.add_middleware(RequestLogMiddleware)
+    protect_library_loggers()
+    for router in (*IDENTITY_ROUTERS, *routers):
+        app.include_router(router, prefix=API_PREFIX, dependencies=[Depends(single_valued_query)])
+    app.include_router(health.router)
+    for router in root_routers:
+        app.include_router(router)
+    _document_errors_as_openpai_does(app)
+    return app
+
+
+def announce_admin_password(result: BootstrapResult) -> None:
+    """Show a generated admin password once, on stdout only (never through logging)."""
+    if result.generated_admin_password is None:
+        return
+    sys.stdout.write(
+        "PAI created the administrator account 'admin' with the password "
+        f"{result.generated_admin_password}\n"
+        "It is shown only this once: log in and change it (PUT /api/v2/users/me).\n"
+    )
+    sys.stdout.flush()
+
+
+def _document_errors_as_openpai_does(app: FastAPI) -> None:
+    """FastAPI documents a 422 validation error on every endpoint, but this API answers
+    validation errors with 400 `InvalidParametersError`; fix the generated document."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    responses = operation.get("responses", {})
+                    responses.pop("422", None)
+                    if operation.get("parameters") or operation.get("requestBody"):
+                        responses.setdefault(
+                            "400",
+                            {
+                                "description": "Invalid parameters (InvalidParametersError)",
+                                "content": {
+                                    "application/json": {
+                                        "schema": {"$ref": "#/components/schemas/ErrorBody"}
+                                    }
+                                },
+                            },
+                        )
+            schemas = schema.get("components", {}).get("schemas", {})
+            schemas.pop("HTTPValidationError", None)
+            schemas.pop("ValidationError", None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

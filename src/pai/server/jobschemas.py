@@ -1,0 +1,241 @@
+"""Request and response bodies of the job API, with OpenPAI's JSON field names.
+
+Times are milliseconds since the epoch, or null; retry counts split by cause as OpenPAI does
+(`user`: charged to the job's retry limit, `platform`: free retries after platform failures,
+`resource`: free retries after waiting for resources).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pai.server.schemas import Body
+
+
+class Submitted(BaseModel):
+    status: int = Field(description="202: the job is recorded; the controller takes it from here.")
+    message: str
+    name: str = Field(description="The job's full name `<user>~<job>`, used in every job path.")
+
+
+class RetryDetails(BaseModel):
+    user: int
+    platform: int
+    resource: int
+
+
+class JobListItem(BaseModel):
+    debugId: str
+    name: str
+    username: str
+    state: str
+    subState: str
+    executionType: str
+    tags: list[str]
+    retries: int
+    retryDetails: RetryDetails
+    retryDelayTime: int | None = Field(
+        description="Milliseconds between the end of the last attempt and the pending retry."
+    )
+    submissionTime: int
+    createdTime: int
+    launchedTime: int | None
+    completedTime: int | None
+    appExitCode: int | None
+    virtualCluster: str
+    totalGpuNumber: int
+    totalTaskNumber: int
+    totalTaskRoleNumber: int
+    jobPriority: str = Field(description="The job's priority class: prod, test or oppo.")
+
+
+class JobListWithCount(BaseModel):
+    """The answer of `GET /jobs?withTotalCount=true`."""
+
+    totalCount: int = Field(description="Jobs matching the filters, regardless of paging.")
+    data: list[JobListItem]
+
+
+class ExitSpecInfo(BaseModel):
+    """What an exit code means and what to do about it (OpenPAI's exit-spec record)."""
+
+    code: int
+    phrase: str
+    issuer: str
+    causer: str
+    type: str
+    stage: str
+    behavior: str
+    reaction: str
+    reason: str
+    repro: list[str]
+    solution: list[str]
+
+
+class WaitReasonInfo(BaseModel):
+    """Why a job is WAITING (a PAI extension): a kind for programs and a sentence for people."""
+
+    kind: str = Field(
+        description="vc_quota, topology, bad_nodes, opportunistic_capacity or unschedulable"
+    )
+    message: str
+    details: dict[str, Any]
+
+
+class AppExitMessages(BaseModel):
+    container: str | None
+    runtime: str | None
+    launcher: str | None
+
+
+class JobStatusInfo(BaseModel):
+    username: str
+    state: str
+    subState: str
+    executionType: str
+    retries: int
+    retryDetails: RetryDetails
+    retryDelayTime: int | None
+    createdTime: int
+    launchedTime: int | None
+    completedTime: int | None
+    submissionTime: int
+    attemptId: int
+    attemptState: str
+    appId: str
+    appProgress: float | None
+    appCreatedTime: int | None
+    appLaunchedTime: int | None
+    appCompletedTime: int | None
+    appExitCode: int | None
+    appExitSpec: ExitSpecInfo | None
+    appExitDiagnostics: str | None
+    appExitMessages: AppExitMessages | None
+    appExitTriggerMessage: str | None
+    appExitTriggerTaskRoleName: str | None
+    appExitTriggerTaskIndex: int | None
+    appExitType: str | None
+    virtualCluster: str
+    waitReason: WaitReasonInfo | None = Field(description="Set while the job is WAITING.")
+
+
+class TaskStatusInfo(BaseModel):
+    taskIndex: int
+    taskUid: str
+    taskState: str
+    containerId: str | None = Field(description="The executor's key of the current attempt.")
+    containerIp: str | None
+    containerNodeName: str | None
+    containerPorts: dict[str, str] | None = Field(description='label -> "port1,port2"')
+    containerGpus: str | None = Field(description='GPU indices, "0,1"; null without GPUs')
+    containerLog: str | None = Field(description="URL of the attempt's log locations")
+    containerExitCode: int | None
+    containerExitSpec: ExitSpecInfo | None
+    containerExitDiagnostics: str | None
+    retries: int
+    accountableRetries: int
+    createdTime: int | None
+    launchedTime: int | None
+    completedTime: int | None
+    attemptId: int
+    attemptState: str
+    dockerImage: str | None = Field(
+        default=None, description="PAI: the image the role asked for (dockerImage)."
+    )
+    isolation: str | None = Field(
+        default=None,
+        description='PAI: "host" when the task ran directly on its node (the image is only '
+        'recorded), "container" when it ran in the image.',
+    )
+
+
+class TaskRoleName(BaseModel):
+    name: str
+
+
+class TaskRoleInfo(BaseModel):
+    taskRoleStatus: TaskRoleName
+    taskStatuses: list[TaskStatusInfo]
+
+
+class JobDetail(BaseModel):
+    debugId: str
+    name: str
+    tags: list[str]
+    jobPriority: str
+    frameworkName: str
+    jobStatus: JobStatusInfo
+    taskRoles: dict[str, TaskRoleInfo]
+
+
+class JobAttemptDetail(JobDetail):
+    """One job attempt (a job retry starts a new one), as `GET .../job-attempts` lists them."""
+
+    isLatest: bool
+
+
+class TaskAttemptInfo(BaseModel):
+    attemptId: int
+    attemptState: str
+    containerId: str | None
+    containerIp: str | None
+    containerNodeName: str | None
+    containerPorts: dict[str, str] | None
+    containerGpus: str | None
+    containerExitCode: int | None
+    containerExitSpec: ExitSpecInfo | None
+    containerExitDiagnostics: str | None
+    createdTime: int | None
+    launchedTime: int | None
+    completedTime: int | None
+    logs: str | None = Field(description="URL of the attempt's log locations; null if unplaced")
+
+
+class TaskAttempts(BaseModel):
+    """A task with every attempt of it in one job attempt: its retry history."""
+
+    taskIndex: int
+    taskRole: str
+    jobAttemptId: int
+    attempts: list[TaskAttemptInfo]
+
+
+class LogLocation(BaseModel):
+    name: Literal["stdout", "stderr", "all", "runtime"]
+    uri: str = Field(description="Absolute URL that returns the log as text/plain.")
+
+
+class LogLocations(BaseModel):
+    locations: list[LogLocation]
+
+
+class JobEventInfo(BaseModel):
+    uid: str
+    taskroleName: str | None
+    taskName: str | None
+    taskIndex: int | None
+    type: str = Field(description="Normal or Warning")
+    reason: str
+    message: str
+    firstTimestamp: int
+    lastTimestamp: int
+    count: int
+    sourceComponent: str
+    sourceHost: str | None
+
+
+class JobEventList(BaseModel):
+    totalCount: int
+    data: list[JobEventInfo]
+
+
+class ExecutionTypeRequest(Body):
+    value: Literal["START", "STOP"]
+
+
+class TagRequest(Body):
+    value: str = Field(
+        min_length=1, max_length=255, pattern=r"^[^,]+$", description="A tag without commas."
+    )

@@ -1,0 +1,91 @@
+"""Per-request logging, request ids, the last line of defence for unexpected errors, and the
+refusal of NUL in URLs (`pai.server.nul`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pai.errors import InvalidParametersError, UnknownError
+from pai.server.errors import error_response
+from pai.server.logconfig import redact
+from pai.server.nul import NUL_REFUSED, nul_in_url
+
+logger = logging.getLogger("pai.server.requests")
+
+
+class RequestLogMiddleware:
+    """Logs one structured line per request (never headers or bodies), tags the response with
+    `X-Request-ID`, and turns an unexpected exception into a 500 `UnknownError` body that points
+    at the log line instead of showing a stack trace."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex[:16]
+        status: int | None = None
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        path = redact(scope.get("path", ""))
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            logger.exception(
+                "unhandled error in %s %s", scope["method"], path, extra={"request_id": request_id}
+            )
+            if status is not None:
+                raise  # the response is under way; the connection is all that is left to drop
+            response = error_response(
+                UnknownError(
+                    f"internal server error; the server log has details (request {request_id})"
+                )
+            )
+            await response(scope, receive, send_with_id)
+        finally:
+            client = scope.get("client")
+            logger.info(
+                "%s %s %s",
+                scope["method"],
+                path,
+                status,
+                extra={
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "path": path,
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "client": client[0] if client else None,
+                },
+            )
+
+
+class RejectNulMiddleware:
+    """Answers 400 InvalidParametersError to a request whose path or query holds NUL."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        where = nul_in_url(scope) if scope["type"] == "http" else None
+        if where is None:
+            await self.app(scope, receive, send)
+            return
+        refusal = error_response(InvalidParametersError(f"{where}: {NUL_REFUSED}"))
+        await refusal(scope, receive, send)

@@ -1,0 +1,1 @@
+"""Routers of the identity API; each module owns one OpenPAI path family."""

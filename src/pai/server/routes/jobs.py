@@ -1,0 +1,507 @@
+"""`/api/v2/jobs`: submit, list, inspect, stop and tag jobs; read their config, events and logs.
+
+Handlers record what the user asks (a new job row, a stop request, a tag) and wake the
+controller; they never move a job's state, the controller being its only writer. Every
+logged-in user may list and inspect every job, as in OpenPAI; only the owner or an
+administrator may read its config and logs or change it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from pai.errors import (
+    ForbiddenUserError,
+    InvalidParametersError,
+    InvalidProtocolError,
+    NoJobConfigError,
+    NoJobError,
+    NoTaskLogError,
+)
+from pai.executors.base import Executor, LogStream, UnknownTaskError
+from pai.orchestrator.controller import Controller
+from pai.orchestrator.intents import (
+    FINAL_STATES,
+    add_tag,
+    find_job,
+    remove_tag,
+    request_stop,
+    submit_job,
+)
+from pai.protocol import MAX_DOCUMENT_BYTES
+from pai.server.deps import Caller, Context
+from pai.server.errors import error_responses
+from pai.server.joblist import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    ORDER_PATTERN,
+    PRIORITY_PATTERN,
+    STATE_PATTERN,
+    JobListQuery,
+)
+from pai.server.jobschemas import (
+    ExecutionTypeRequest,
+    JobAttemptDetail,
+    JobDetail,
+    JobEventList,
+    JobListItem,
+    JobListWithCount,
+    LogLocation,
+    LogLocations,
+    Submitted,
+    TagRequest,
+    TaskAttempts,
+)
+from pai.server.jobviews import (
+    JobView,
+    attempt_task,
+    event_info,
+    job_attempt,
+    job_attempts,
+    list_item,
+    task_logs_url,
+)
+from pai.server.schemas import Message
+from pai.store.models import JobEvent, JobRow
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+StreamName = Literal["stdout", "stderr", "all", "runtime"]
+LOG_STREAMS: dict[StreamName, LogStream] = {
+    "stdout": LogStream.STDOUT,
+    "stderr": LogStream.STDERR,
+    "all": LogStream.ALL,
+    "runtime": LogStream.RUNTIME,
+}
+PLAIN_TEXT = "text/plain; charset=utf-8"
+LAUNCH_GRACE_SECONDS = 10.0
+"""How long a follower waits for a placed task to be started by the executor (the controller
+records a launch just before making it)."""
+
+READ_ERRORS = error_responses(400, 401, 404)
+OWNER_ERRORS = error_responses(400, 401, 403, 404)
+JOB_DOCUMENT = {"type": "object", "description": "A job in OpenPAI's job protocol v2."}
+JOB_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The job in OpenPAI's job protocol v2, as YAML (JSON is accepted too).",
+        "content": {
+            "text/yaml": {"schema": JOB_DOCUMENT},
+            "application/json": {"schema": JOB_DOCUMENT},
+        },
+    }
+}
+
+
+async def read_job_text(request: Request) -> bytes:
+    """The request body, refused as soon as it exceeds the size a job file may have."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_DOCUMENT_BYTES:
+            raise InvalidProtocolError(
+                f"the job file is over {MAX_DOCUMENT_BYTES} bytes (1 MiB), the most a job may be"
+            )
+    return bytes(body)
+
+
+JobText = Annotated[bytes, Depends(read_job_text)]
+
+
+# -- submitting and listing -----------------------------------------------------------------------
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Submitted,
+    responses=error_responses(400, 401, 403, 404, 409, 429),
+    openapi_extra=JOB_BODY,
+)
+def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
+    """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
+    listed in `problems` with its line; a job that can never fit in its VC is refused now."""
+    context.submission_limiter.acquire(caller.username)
+    controller = context.service(Controller)
+    with context.database.session() as session:
+        row = submit_job(
+            session,
+            controller.cluster,
+            controller.secret_box,
+            username=caller.username,
+            text=text,
+            may_use_vc=caller.may_use_virtual_cluster,
+        )
+        name = row.framework_name
+    controller.wake()
+    return Submitted(status=status.HTTP_202_ACCEPTED, message=f"job {name} accepted", name=name)
+
+
+@router.get(
+    "",
+    response_model=list[JobListItem] | JobListWithCount,
+    responses=error_responses(400, 401),
+)
+def list_jobs(
+    context: Context,
+    _caller: Caller,
+    username: Annotated[str | None, Query(description="Users, comma-separated.")] = None,
+    vc: Annotated[str | None, Query(description="Virtual clusters, comma-separated.")] = None,
+    state: Annotated[
+        str | None, Query(description="States, comma-separated.", pattern=STATE_PATTERN)
+    ] = None,
+    keyword: Annotated[
+        str | None, Query(description="Part of the user, job or VC name.", max_length=255)
+    ] = None,
+    tagsContain: Annotated[str | None, Query(description="Any of these tags.")] = None,
+    tagsNotContain: Annotated[str | None, Query(description="None of these tags.")] = None,
+    jobPriority: Annotated[
+        str | None,
+        Query(
+            description="prod, test, oppo; `default` is the default class (test).",
+            pattern=PRIORITY_PATTERN,
+        ),
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    order: Annotated[
+        str | None,
+        Query(
+            description="`field,ASC|DESC`; default `submissionTime,DESC`.", pattern=ORDER_PATTERN
+        ),
+    ] = None,
+    withTotalCount: bool = False,
+) -> list[JobListItem] | JobListWithCount:
+    """Every job matching all the filters (each filter matches any of its values)."""
+    query = JobListQuery.parse(
+        username=username,
+        vc=vc,
+        state=state,
+        keyword=keyword,
+        tags_contain=tagsContain,
+        tags_not_contain=tagsNotContain,
+        job_priority=jobPriority,
+        offset=offset,
+        limit=limit,
+        order=order,
+    )
+    with context.database.session() as session:
+        items = [list_item(job, tags) for job, tags in query.page(session)]
+        if withTotalCount:
+            return JobListWithCount(totalCount=query.count(session), data=items)
+    return items
+
+
+# -- one job --------------------------------------------------------------------------------------
+
+
+@router.get("/{framework_name}", response_model=JobDetail, responses=READ_ERRORS)
+def get_job(framework_name: str, request: Request, context: Context, _caller: Caller) -> JobDetail:
+    """The job's latest attempt with every task; `waitReason` says why it is WAITING."""
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        return _view(request, context, row).detail(job_attempt(row))
+
+
+@router.get(
+    "/{framework_name}/attempts/{job_attempt_id}",
+    response_model=JobDetail,
+    responses=READ_ERRORS,
+)
+def get_job_attempt(
+    framework_name: str, job_attempt_id: int, request: Request, context: Context, _caller: Caller
+) -> JobDetail:
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        return _view(request, context, row).detail(job_attempt(row, job_attempt_id))
+
+
+@router.get(
+    "/{framework_name}/job-attempts", response_model=list[JobAttemptDetail], responses=READ_ERRORS
+)
+def list_job_attempts(
+    framework_name: str, request: Request, context: Context, _caller: Caller
+) -> list[JobAttemptDetail]:
+    """Every attempt of the job, oldest first; the latest has `isLatest: true`."""
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        view = _view(request, context, row)
+        return [view.attempt_detail(attempt) for attempt in job_attempts(row)]
+
+
+@router.get("/{framework_name}/job-attempts/healthz", response_model=Message)
+def job_attempts_healthz(framework_name: str) -> Message:
+    """Job attempts live with the jobs in the store, so they are available whenever it is."""
+    return Message(message="ok")
+
+
+@router.get(
+    "/{framework_name}/job-attempts/{job_attempt_id}",
+    response_model=JobAttemptDetail,
+    responses=READ_ERRORS,
+)
+def get_job_attempt_entry(
+    framework_name: str, job_attempt_id: int, request: Request, context: Context, _caller: Caller
+) -> JobAttemptDetail:
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        return _view(request, context, row).attempt_detail(job_attempt(row, job_attempt_id))
+
+
+@router.get(
+    "/{framework_name}/attempts/{job_attempt_id}/taskRoles/{role}/taskIndex/{index}/attempts",
+    response_model=TaskAttempts,
+    responses=READ_ERRORS,
+)
+def get_task_attempts(
+    framework_name: str,
+    job_attempt_id: int,
+    role: str,
+    index: int,
+    request: Request,
+    context: Context,
+    _caller: Caller,
+) -> TaskAttempts:
+    """A task's attempts within one job attempt: its retry history, with where each ran."""
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        attempt = job_attempt(row, job_attempt_id)
+        return _view(request, context, row).task_attempts(
+            attempt, attempt_task(row, attempt, role, index)
+        )
+
+
+@router.get(
+    "/{framework_name}/config",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/yaml": {"schema": JOB_DOCUMENT}}},
+        **error_responses(401, 403, 404),
+    },
+)
+def get_job_config(framework_name: str, context: Context, caller: Caller) -> Response:
+    """The job file as submitted, with secret values shown as `******`. Owner or admin."""
+    with context.database.session() as session:
+        try:
+            row = find_job(session, framework_name)
+        except NoJobError:
+            raise NoJobConfigError(f"no config of job '{framework_name}': no such job") from None
+        _require_owner(caller, row, "read the config of")
+        return Response(row.job_text, media_type="text/yaml")
+
+
+@router.put(
+    "/{framework_name}/executionType",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Message,
+    responses=OWNER_ERRORS,
+)
+def set_execution_type(
+    framework_name: str, body: ExecutionTypeRequest, context: Context, caller: Caller
+) -> Message:
+    """`STOP` stops the job (it ends STOPPED, never retried). `START` changes nothing on a
+    job that runs; a stopped or finished job is not started again (submit it anew)."""
+    controller = context.service(Controller)
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        _require_owner(caller, row, "stop or start")
+        if body.value == "START":
+            if row.state in FINAL_STATES or row.stop_requested_at is not None:
+                raise InvalidParametersError(
+                    f"job '{framework_name}' is {row.state} after a stop or its end and cannot "
+                    "be started again; submit it again under a new name"
+                )
+            return Message(message=f"job '{framework_name}' is already started")
+        if row.state in FINAL_STATES:
+            return Message(message=f"job '{framework_name}' has already ended ({row.state})")
+        request_stop(session, row)
+    controller.wake()
+    return Message(message=f"job '{framework_name}' is being stopped")
+
+
+@router.put("/{framework_name}/tag", response_model=Message, responses=OWNER_ERRORS)
+def tag_job(framework_name: str, body: TagRequest, context: Context, caller: Caller) -> Message:
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        _require_owner(caller, row, "tag")
+        add_tag(row, body.value)
+    return Message(message=f"job '{framework_name}' is tagged '{body.value}'")
+
+
+@router.delete("/{framework_name}/tag", response_model=Message, responses=OWNER_ERRORS)
+def untag_job(framework_name: str, body: TagRequest, context: Context, caller: Caller) -> Message:
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        _require_owner(caller, row, "untag")
+        remove_tag(row, body.value)
+    return Message(message=f"tag '{body.value}' is removed from job '{framework_name}'")
+
+
+@router.get("/{framework_name}/events", response_model=JobEventList, responses=READ_ERRORS)
+def list_job_events(
+    framework_name: str,
+    context: Context,
+    _caller: Caller,
+    kind: Annotated[Literal["Normal", "Warning"] | None, Query(alias="type")] = None,
+) -> JobEventList:
+    """What happened to the job and its tasks, oldest first; `type` keeps one kind."""
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        statement = select(JobEvent).where(JobEvent.job_id == row.id).order_by(JobEvent.id)
+        if kind is not None:
+            statement = statement.where(JobEvent.type == kind)
+        events = [event_info(event) for event in session.scalars(statement)]
+    return JobEventList(totalCount=len(events), data=events)
+
+
+# -- logs -----------------------------------------------------------------------------------------
+
+TASK_ATTEMPT_PATH = (
+    "/{framework_name}/attempts/{job_attempt_id}/taskRoles/{role}/taskIndex/{index}"
+    "/attempts/{task_attempt_id}/logs"
+)
+
+
+@router.get(
+    TASK_ATTEMPT_PATH, response_model=LogLocations, responses=error_responses(401, 403, 404)
+)
+def task_log_locations(
+    framework_name: str,
+    job_attempt_id: int,
+    role: str,
+    index: int,
+    task_attempt_id: int,
+    request: Request,
+    context: Context,
+    caller: Caller,
+) -> LogLocations:
+    """Where each log stream of a task attempt can be read. Owner or admin."""
+    _task_log_key(context, caller, framework_name, job_attempt_id, role, index, task_attempt_id)
+    path = {
+        "framework_name": framework_name,
+        "job_attempt_id": job_attempt_id,
+        "role": role,
+        "index": index,
+        "task_attempt_id": task_attempt_id,
+    }
+    return LogLocations(
+        locations=[
+            LogLocation(name=name, uri=str(request.url_for("task_log", **path, stream=name)))
+            for name in LOG_STREAMS
+        ]
+    )
+
+
+@router.get(
+    TASK_ATTEMPT_PATH + "/{stream}",
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **error_responses(400, 401, 403, 404),
+    },
+)
+def task_log(
+    framework_name: str,
+    job_attempt_id: int,
+    role: str,
+    index: int,
+    task_attempt_id: int,
+    stream: StreamName,
+    context: Context,
+    caller: Caller,
+    tail: Annotated[int | None, Query(ge=0, description="Only the last bytes.")] = None,
+    follow: Annotated[
+        bool, Query(description="Stream the log as it grows, until the task attempt ends.")
+    ] = False,
+) -> Response:
+    """A task attempt's log as text. Owner or admin."""
+    key = _task_log_key(
+        context, caller, framework_name, job_attempt_id, role, index, task_attempt_id
+    )
+    executor = context.service(Controller).executor
+    if follow:
+        chunks = _follow_log(executor, key, LOG_STREAMS[stream], tail)
+        return StreamingResponse(_in_own_thread(chunks), media_type=PLAIN_TEXT)
+    try:
+        content = executor.logs(key, LOG_STREAMS[stream], tail=tail)
+    except UnknownTaskError:  # placed, and about to be started
+        content = b""
+    return Response(content, media_type=PLAIN_TEXT)
+
+
+def _task_log_key(
+    context: Context,
+    caller: Caller,
+    framework_name: str,
+    job_attempt_id: int,
+    role: str,
+    index: int,
+    task_attempt_id: int,
+) -> str:
+    """The executor's key of a task attempt whose logs the caller may read."""
+    with context.database.session() as session:
+        row = find_job(session, framework_name)
+        _require_owner(caller, row, "read the logs of")
+        attempt = job_attempt(row, job_attempt_id)
+        task = attempt_task(row, attempt, role, index)
+    for task_attempt in task.attempts:
+        if task_attempt.attempt_id == task_attempt_id and task_attempt.placement is not None:
+            key: str = task_attempt.placement["key"]
+            return key
+    raise NoTaskLogError(
+        f"task {role} #{index} of attempt {job_attempt_id} of job '{framework_name}' has no "
+        f"attempt {task_attempt_id} that started, so it has no log"
+    )
+
+
+def _follow_log(
+    executor: Executor, key: str, stream: LogStream, tail: int | None
+) -> Iterator[bytes]:
+    deadline = time.monotonic() + LAUNCH_GRACE_SECONDS
+    while True:
+        try:
+            chunks = executor.follow_logs(key, stream, tail=tail)
+            break
+        except UnknownTaskError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+    yield from chunks
+
+
+async def _in_own_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Iterate a blocking iterator on a thread of its own rather than on the pool that runs
+    requests, which followers waiting for output would otherwise exhaust. A client that goes
+    away leaves that thread to finish its current wait, after which the iterator is dropped."""
+    own_thread = anyio.CapacityLimiter(1)
+    while True:
+        chunk = await anyio.to_thread.run_sync(
+            next, chunks, None, limiter=own_thread, abandon_on_cancel=True
+        )
+        if chunk is None:
+            return
+        yield chunk
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _view(request: Request, context: Context, row: JobRow) -> JobView:
+    job_url = str(request.url_for("get_job", framework_name=row.framework_name))
+    return JobView(row, context.service(Controller).exit_specs.current(), task_logs_url(job_url))
+
+
+def _require_owner(caller: Caller, row: JobRow, action: str) -> None:
+    if not caller.may_act_for(row.username):
+        raise ForbiddenUserError(
+            f"only {row.username} (the owner) or an administrator may {action} job "
+            f"'{row.framework_name}'"
+        )

@@ -1,0 +1,21 @@
+"""Running the app under uvicorn, configured the same way by `pai up` and the test harness."""
+
+from __future__ import annotations
+
+import uvicorn
+from fastapi import FastAPI
+
+
+def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> uvicorn.Server:
+    """A uvicorn server for `app` that leaves logging alone (the app logs each request itself,
+    redacted, so uvicorn's access log, which would print token-bearing paths, stays off)."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,98 @@
+"""Platform settings, read once from `PAI_*` environment variables.
+
+Every component receives a `Settings` object instead of reading the environment itself, so that
+tests (and several servers in one process) can run side by side with different configurations.
+
+- `PAI_HOME`: state directory (SQLite database, cluster secret); default `~/.pai`.
+- `PAI_DATABASE_URL`: `sqlite:///<path>` or `postgresql+psycopg://<user>@<host>/<db>`;
+  default `sqlite:///$PAI_HOME/pai.db`.
+- `PAI_ADMIN_PASSWORD`: password of the `admin` user created on first start; default: generated
+  and printed once.
+- `PAI_SECRET_KEY`: key that signs tokens (at least 32 characters; API replicas must share it);
+  default: generated once into `$PAI_HOME/secret.key` (mode 600).
+- `PAI_TOKEN_MAX_EXPIRATION`: longest token lifetime a login may ask for, in seconds; 604800.
+- `PAI_LOGIN_RATE_LIMIT`: login attempts per client address per minute; 20.
+- `PAI_SUBMISSION_RATE_LIMIT`: job submissions per user per hour; 60.
+- `PAI_LOG_LEVEL`: DEBUG, INFO, WARNING or ERROR; INFO.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pai.errors import ConfigurationError
+
+MIN_SECRET_KEY_LENGTH = 32
+MIN_PASSWORD_LENGTH = 6
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable about one PAI installation; secrets are left out of `repr`."""
+
+    home: Path
+    database_url: str
+    admin_password: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    token_max_expiration: int = 604800
+    login_rate_limit: int = 20
+    submission_rate_limit: int = 60
+    log_level: str = "INFO"
+
+    def __post_init__(self) -> None:
+        if self.admin_password is not None and len(self.admin_password) < MIN_PASSWORD_LENGTH:
+            raise ConfigurationError(
+                f"PAI_ADMIN_PASSWORD: must be at least {MIN_PASSWORD_LENGTH} characters long"
+            )
+        if self.secret_key is not None and len(self.secret_key) < MIN_SECRET_KEY_LENGTH:
+            raise ConfigurationError(
+                f"PAI_SECRET_KEY: must be at least {MIN_SECRET_KEY_LENGTH} characters long"
+            )
+        for name, value in (
+            ("PAI_TOKEN_MAX_EXPIRATION", self.token_max_expiration),
+            ("PAI_LOGIN_RATE_LIMIT", self.login_rate_limit),
+            ("PAI_SUBMISSION_RATE_LIMIT", self.submission_rate_limit),
+        ):
+            if value < 1:
+                raise ConfigurationError(f"{name}: must be a positive integer, got {value}")
+        if self.token_max_expiration < 60:
+            raise ConfigurationError("PAI_TOKEN_MAX_EXPIRATION: must be at least 60 seconds")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigurationError(
+                f"PAI_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the `PAI_*` variables; a malformed value raises `ConfigurationError` naming it."""
+        env = os.environ if environ is None else environ
+        home = Path(env.get("PAI_HOME") or Path.home() / ".pai").expanduser()
+        return cls(
+            home=home,
+            database_url=env.get("PAI_DATABASE_URL") or default_database_url(home),
+            admin_password=env.get("PAI_ADMIN_PASSWORD") or None,
+            secret_key=env.get("PAI_SECRET_KEY") or None,
+            token_max_expiration=_int(env, "PAI_TOKEN_MAX_EXPIRATION", cls.token_max_expiration),
+            login_rate_limit=_int(env, "PAI_LOGIN_RATE_LIMIT", cls.login_rate_limit),
+            submission_rate_limit=_int(env, "PAI_SUBMISSION_RATE_LIMIT", cls.submission_rate_limit),
+            log_level=(env.get("PAI_LOG_LEVEL") or cls.log_level).upper(),
+        )
+
+
+def default_database_url(home: Path) -> str:
+    """The embedded SQLite database inside `home`."""
+    return f"sqlite:///{home / 'pai.db'}"
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}: expected an integer, got {raw!r}") from None

@@ -1,0 +1,146 @@
+"""From replay results to the numbers that compare policies, per VC and for the whole cluster.
+
+- queuing delay: from submission until the job first ran; JCT: from submission to completion;
+- sharing anomaly of a VC: its mean queuing delay beyond the same jobs' on the VC's private
+  cluster (the `private` policy's result on the same cluster), zero when not beyond;
+- GPU allocation rate: GPU-time held by jobs / (GPUs x the replay's window); per VC, over its
+  quota instead (above 1 when it ran opportunistically beyond its quota);
+- idle GPUs while jobs wait, and fragmented GPUs (free, but on nodes too small for the smallest
+  waiting pod): time averages, in GPUs;
+- preempted GPU-hours: work lost by attempts that were preempted (a preempted job restarts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from pai.sim.results import JobRecord, ReplayResult
+
+PRIVATE = "private"
+
+
+def percentile(ordered: Sequence[float], fraction: float) -> float:
+    """Linear interpolation between closest ranks of an ascending sequence (numpy's default)."""
+    if not ordered:
+        return math.nan
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _number(value: float, digits: int = 1) -> float | None:
+    """JSON has no NaN: an undefined statistic (no jobs) is null."""
+    return None if math.isnan(value) else round(value, digits)
+
+
+def delay_stats(records: Sequence[JobRecord]) -> dict[str, float | None]:
+    delays = sorted(record.queuing_delay_s for record in records)
+    return {
+        "queuing_delay_mean_s": _number(_mean(delays)),
+        "queuing_delay_p50_s": _number(percentile(delays, 0.5)),
+        "queuing_delay_p95_s": _number(percentile(delays, 0.95)),
+        "jct_mean_s": _number(_mean([record.completion_time_s for record in records])),
+    }
+
+
+def by_vc(records: Sequence[JobRecord]) -> dict[str, list[JobRecord]]:
+    groups: defaultdict[str, list[JobRecord]] = defaultdict(list)
+    for record in records:
+        groups[record.vc].append(record)
+    return groups
+
+
+def summarize(result: ReplayResult, private: ReplayResult | None = None) -> dict[str, Any]:
+    """The JSON object of one replay; sharing anomalies need the `private` replay of the same
+    trace and cluster (they are null without it, and zero for the private replay itself)."""
+    window = result.makespan_s
+    records = by_vc(result.jobs)
+    private_means = (
+        {vc: _mean([r.queuing_delay_s for r in jobs]) for vc, jobs in by_vc(private.jobs).items()}
+        if private is not None
+        else {}
+    )
+    vcs: dict[str, Any] = {}
+    for vc in sorted({*result.quota_gpus, *records, *result.refused}):
+        jobs = records.get(vc, [])
+        stats = delay_stats(jobs)
+        quota = result.quota_gpus.get(vc, 0)
+        held = result.vc_allocated_gpu_seconds.get(vc, 0.0)
+        extra: float | None = None
+        if result.policy == PRIVATE:
+            extra = 0.0
+        elif vc in private_means and stats["queuing_delay_mean_s"] is not None:
+            extra = _mean([r.queuing_delay_s for r in jobs]) - private_means[vc]
+        vcs[vc] = {
+            "jobs": len(jobs),
+            "quota_gpus": quota,
+            **stats,
+            "sharing_anomaly_s": None if extra is None else round(max(extra, 0.0), 1),
+            "extra_delay_vs_private_s": None if extra is None else round(extra, 1),
+            "gpu_allocation_rate": round(held / (quota * window), 4) if quota and window else None,
+            "preemptions": sum(r.preemptions for r in jobs),
+            "refused_jobs": result.refused.get(vc, 0),
+        }
+    anomalies = [v["sharing_anomaly_s"] for v in vcs.values() if v["sharing_anomaly_s"] is not None]
+    capacity = result.gpus * window
+    return {
+        "policy": result.policy,
+        "cluster": result.cluster,
+        "jobs": len(result.jobs),
+        "refused_jobs": sum(result.refused.values()),
+        "unfinished_jobs": sum(result.unfinished.values()),
+        "gpus": result.gpus,
+        "makespan_s": round(window, 1),
+        "gpu_allocation_rate": round(result.allocated_gpu_seconds / capacity, 4)
+        if capacity
+        else None,
+        **delay_stats(result.jobs),
+        "max_sharing_anomaly_s": max(anomalies) if anomalies else None,
+        "preemptions": sum(r.preemptions for r in result.jobs),
+        "preempted_gpu_hours": round(result.preempted_gpu_seconds / 3600, 1),
+        "opportunistic_jobs": sum(1 for r in result.jobs if r.opportunistic),
+        "idle_gpus_while_waiting": round(result.idle_while_waiting_gpu_seconds / window, 1)
+        if window
+        else None,
+        "fragmented_gpus": round(result.fragmented_gpu_seconds / window, 1) if window else None,
+        "decisions": result.decisions,
+        "wall_seconds": round(result.wall_seconds, 2),
+        "vcs": vcs,
+    }
+
+
+def summarize_all(results: Sequence[ReplayResult]) -> list[dict[str, Any]]:
+    """One object per replay, each compared with the private replay on its own cluster."""
+    privates = {r.cluster: r for r in results if r.policy == PRIVATE}
+    return [summarize(result, privates.get(result.cluster)) for result in results]
+
+
+def binned_average(
+    times: Sequence[float], values: Sequence[float], start: float, end: float, bins: int
+) -> tuple[list[float], list[float]]:
+    """Time averages of a step function (value `values[i]` from `times[i]` on) over `bins`
+    equal intervals of [start, end]; returns the bins' midpoints and averages."""
+    if end <= start or bins < 1:
+        return [], []
+    width = (end - start) / bins
+    sums = [0.0] * bins
+    for i, (since, value) in enumerate(zip(times, values, strict=True)):
+        until = times[i + 1] if i + 1 < len(times) else end
+        low, high = max(since, start), min(until, end)
+        index = min(int((low - start) / width), bins - 1) if low < high else bins
+        while low < high:
+            edge = high if index == bins - 1 else min(high, start + (index + 1) * width)
+            if edge > low:  # (rounding may put `low` on its bin's upper edge)
+                sums[index] += value * (edge - low)
+                low = edge
+            index += 1
+    midpoints = [start + (i + 0.5) * width for i in range(bins)]
+    return midpoints, [total / width for total in sums]

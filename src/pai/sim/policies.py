@@ -1,0 +1,94 @@
+"""The scheduling policies a replay compares, behind one small interface.
+
+Every policy is something with `schedule(group) -> Bind | Preempt | Wait`, `allocate(group,
+placement)` right after a Bind, and `release(group)` when the group ends: exactly the calls the
+controller makes on PAI's scheduler. For HiveD it *is* PAI's scheduler, `pai.scheduler.Scheduler`.
+
+- ``hived``: PAI's scheduler; every job is guaranteed in its VC's cells.
+- ``hived-oppo``: the same, and a job that finds no room in its VC's cells runs as an
+  opportunistic job on idle cells of any VC if there are some, until a guaranteed job needs them
+  (it is then preempted, and retried keeping its place in the queue).
+- ``quota``: the capacity-scheduler baseline, `pai.sim.quota.QuotaScheduler`.
+- ``private``: PAI's scheduler on `pai.sim.private.private_cluster`, each VC alone on its share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pai.cluster import ClusterConfig, load_cluster
+from pai.scheduler import Scheduler
+from pai.scheduler.types import Decision, GroupRequest, Placement, WaitKind, WaitReason
+from pai.sim.private import private_cluster
+from pai.sim.queue import CLUSTER, Scope, vc_scope
+from pai.sim.quota import QuotaScheduler
+
+
+class GroupScheduler(Protocol):
+    def schedule(self, request: GroupRequest) -> Decision: ...
+
+    def allocate(self, group_name: str, placement: Placement) -> None: ...
+
+    def release(self, group_name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A scheduler to replay through, on the cluster it was built for.
+
+    `overflow`: jobs that wait in their VC may run opportunistically on idle cells.
+    `vc_waits`: the wait kinds of guaranteed groups that only a release in their own VC can end
+    (HiveD's VC safety: other VCs never take a VC's cells). Any other wait ends, at the earliest,
+    with a release anywhere in the cluster.
+    """
+
+    name: str
+    scheduler: GroupScheduler
+    cluster: ClusterConfig
+    overflow: bool = False
+    vc_waits: frozenset[WaitKind] = frozenset()
+
+    def wait_scope(self, request: GroupRequest, reason: WaitReason) -> Scope:
+        if not request.opportunistic and reason.kind in self.vc_waits:
+            return vc_scope(request.vc)
+        return CLUSTER
+
+
+HIVED_VC_WAITS = frozenset({WaitKind.VC_QUOTA, WaitKind.TOPOLOGY})
+
+
+def _hived(cluster: ClusterConfig) -> Policy:
+    return Policy("hived", Scheduler(cluster), cluster, vc_waits=HIVED_VC_WAITS)
+
+
+def _hived_oppo(cluster: ClusterConfig) -> Policy:
+    return Policy("hived-oppo", Scheduler(cluster), cluster, True, HIVED_VC_WAITS)
+
+
+def _quota(cluster: ClusterConfig) -> Policy:
+    return Policy(
+        "quota", QuotaScheduler(cluster), cluster, vc_waits=frozenset({WaitKind.VC_QUOTA})
+    )
+
+
+def _private(cluster: ClusterConfig) -> Policy:
+    private = load_cluster(private_cluster(cluster), source="private clusters")
+    return Policy("private", Scheduler(private), private, vc_waits=HIVED_VC_WAITS)
+
+
+POLICIES: dict[str, Callable[[ClusterConfig], Policy]] = {
+    "hived": _hived,
+    "hived-oppo": _hived_oppo,
+    "quota": _quota,
+    "private": _private,
+}
+"""Policy name -> how to build it for a cluster."""
+
+
+def make_policy(name: str, cluster: ClusterConfig) -> Policy:
+    build = POLICIES.get(name)
+    if build is None:
+        raise ValueError(f"unknown policy {name!r}; policies: {', '.join(POLICIES)}")
+    return build(cluster)

@@ -1,0 +1,6 @@
+"""Persistence: SQLAlchemy models, queries and Alembic migrations (SQLite and PostgreSQL)."""
+
+from pai.store.database import Database, head_revision
+from pai.store.models import Base, Group, Token, User
+
+__all__ = ["Base", "Database", "Group", "Token", "User", "head_revision"]

@@ -1,0 +1,1 @@
+"""Migration scripts, one per schema revision, in a single linear chain."""

@@ -1,0 +1,201 @@
+"""Declarative models of the store. Schema changes go through a migration in `migrations/`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from pai.store.types import JsonValue, UtcDateTime, utcnow
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Base of all models; constraint names are deterministic so migrations can refer to them."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UtcDateTime,
+        dict[str, Any]: JsonValue,
+        dict[str, Any] | None: JsonValue,
+        list[str]: JsonValue,
+        list[Any]: JsonValue,
+    }
+
+
+class Timestamped:
+    """Creation and last-change times, maintained by the ORM."""
+
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+memberships = Table(
+    "memberships",
+    Base.metadata,
+    Column("user_id", ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    Column("group_id", ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True, index=True),
+)
+"""Which user belongs to which group; rights come from groups only."""
+
+
+class User(Timestamped, Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    email: Mapped[str] = mapped_column(String(254), default="")
+    password_hash: Mapped[str] = mapped_column(String(255))
+    extension: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """Free-form per-user data (OpenPAI's user `extension`, e.g. `sshKeys`)."""
+
+    groups: Mapped[list[Group]] = relationship(
+        secondary=memberships, back_populates="members", order_by="Group.groupname"
+    )
+    tokens: Mapped[list[Token]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Group(Timestamped, Base):
+    __tablename__ = "groups"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    groupname: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    external_name: Mapped[str] = mapped_column(String(255), default="")
+    is_admin: Mapped[bool] = mapped_column(default=False)
+    """`extension.acls.admin`: members administer the cluster."""
+    virtual_clusters: Mapped[list[str]] = mapped_column(default=list)
+    """`extension.acls.virtualClusters`: VCs members may submit to."""
+    storage_configs: Mapped[list[str]] = mapped_column(default=list)
+    """`extension.acls.storageConfigs`: storages members may mount."""
+    extension: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """The rest of OpenPAI's group `extension` (everything except `acls`)."""
+
+    members: Mapped[list[User]] = relationship(
+        secondary=memberships, back_populates="groups", order_by="User.username"
+    )
+
+
+class Token(Base):
+    """An issued token, known only by its SHA-256: a leaked database yields no usable token."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    application: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(index=True)
+    """None for application tokens, which never expire."""
+    last_used_at: Mapped[datetime | None] = mapped_column()
+
+    user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class JobRow(Base):
+    """A submitted job. The API writes the row and the user's intents (stop); only the
+    controller writes `status` and the columns derived from it (state, times, exit code)."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("username", "name"),
+        # The job list's filters, newest first (migration 0003 explains them).
+        Index("ix_jobs_username_submitted_at", "username", "submitted_at"),
+        Index("ix_jobs_state_submitted_at", "state", "submitted_at"),
+        Index(
+            "ix_jobs_virtual_cluster_state_submitted_at", "virtual_cluster", "state", "submitted_at"
+        ),
+        # The controller's look-ups: jobs not taken in yet, pending stop requests.
+        Index(
+            "ix_jobs_untaken",
+            "id",
+            sqlite_where=text("status IS NULL"),
+            postgresql_where=text("status IS NULL"),
+        ),
+        Index("ix_jobs_stop_requests", "execution_type", "stop_requested_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(255))
+    virtual_cluster: Mapped[str] = mapped_column(String(64))
+    priority_class: Mapped[str] = mapped_column(String(8))
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    job_text: Mapped[str] = mapped_column(Text)
+    """The YAML as submitted, with secret values masked: what `GET .../config` returns."""
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    """The parsed job (OpenPAI JSON form) with secret values masked."""
+    sealed_secrets: Mapped[str | None] = mapped_column(Text)
+    """The job's secrets, encrypted with the cluster key; opened only to launch a task."""
+    total_tasks: Mapped[int] = mapped_column()
+    total_gpus: Mapped[int] = mapped_column()
+    total_roles: Mapped[int] = mapped_column()
+    stop_requested_at: Mapped[datetime | None] = mapped_column()
+
+    # Written by the controller only.
+    state: Mapped[str] = mapped_column(String(16), default="WAITING")
+    sub_state: Mapped[str] = mapped_column(String(32), default="AttemptCreationPending")
+    execution_type: Mapped[str] = mapped_column(String(8), default="START")
+    launched_at: Mapped[datetime | None] = mapped_column()
+    completed_at: Mapped[datetime | None] = mapped_column(index=True)
+    retries: Mapped[int] = mapped_column(default=0)
+    exit_code: Mapped[int | None] = mapped_column()
+    status: Mapped[dict[str, Any] | None] = mapped_column()
+    """The state machine (`pai.orchestrator.framework.Job.to_dict`); None until the controller
+    has taken the job in."""
+    allocations: Mapped[list[Any]] = mapped_column(default=list)
+    """The scheduler's placements of the job's running groups, replayed after a restart."""
+    wait_reason: Mapped[dict[str, Any] | None] = mapped_column()
+
+    tags: Mapped[list[JobTag]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True, order_by="JobTag.tag"
+    )
+
+    @property
+    def framework_name(self) -> str:
+        return f"{self.username}~{self.name}"
+
+
+class JobTag(Base):
+    __tablename__ = "job_tags"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
+
+
+class JobEvent(Base):
+    """Something that happened to a job, shown by `GET .../events` (OpenPAI's pod events)."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    type: Mapped[str] = mapped_column(String(8))
+    """Normal or Warning."""
+    reason: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)
+    role: Mapped[str | None] = mapped_column(String(255))
+    task_index: Mapped[int | None] = mapped_column()

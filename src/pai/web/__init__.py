@@ -1,0 +1,1 @@
+"""The web portal: server-rendered pages and small vanilla JavaScript."""

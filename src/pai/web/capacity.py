@@ -1,0 +1,69 @@
+"""Capacity as the portal shows it: used out of total, in GPUs, or in CPU slots (leaf cells)
+on a cluster without GPUs, read from the API's cluster view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pai.orchestrator.controller import Controller
+from pai.server.clusterviews import ClusterView, NodeInfo, VirtualClusterInfo
+from pai.server.context import ServerContext
+
+
+def has_gpus(context: ServerContext) -> bool:
+    """Whether the cluster has GPUs (else capacity is counted in CPU slots)."""
+    cluster = context.service(Controller).cluster
+    return any(sku.gpu > 0 for sku in cluster.sku_types.values())
+
+
+@dataclass(frozen=True)
+class Usage:
+    used: int
+    total: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.total - self.used)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.used / self.total) if self.total else 0
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One snapshot of the cluster, and the unit it is counted in."""
+
+    view: ClusterView
+    gpus: bool
+    """True: counted in GPUs; False: in CPU slots (the cluster has no GPUs)."""
+
+    @classmethod
+    def of(cls, context: ServerContext) -> Capacity:
+        controller = context.service(Controller)
+        return cls(
+            ClusterView(controller.cluster, controller.snapshot(), controller.vc_jobs()),
+            gpus=has_gpus(context),
+        )
+
+    @property
+    def unit(self) -> str:
+        return "GPUs" if self.gpus else "CPU slots"
+
+    def guaranteed(self, vc: VirtualClusterInfo) -> Usage:
+        """What the VC's guaranteed jobs use of its guarantee."""
+        if self.gpus:
+            return Usage(vc.usedGpus, vc.guaranteedGpus)
+        return Usage(vc.usedLeaves, vc.guaranteedLeaves)
+
+    def opportunistic(self, vc: VirtualClusterInfo) -> int:
+        """What the VC's opportunistic jobs use, beyond its guarantee."""
+        return vc.opportunisticGpus if self.gpus else vc.opportunisticLeaves
+
+    def node(self, node: NodeInfo) -> Usage:
+        counts = node.gpus if self.gpus else node.leaves
+        return Usage(counts.used, counts.total)
+
+    def cluster(self, nodes: list[NodeInfo]) -> Usage:
+        usages = [self.node(node) for node in nodes]
+        return Usage(sum(usage.used for usage in usages), sum(usage.total for usage in usages))

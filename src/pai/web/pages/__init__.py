@@ -1,0 +1,1 @@
+"""The portal's pages, one module per area; each exposes a `router`."""

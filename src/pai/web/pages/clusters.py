@@ -1,0 +1,106 @@
+"""Virtual clusters (their guarantee, its use, their jobs) for everybody, and the nodes with
+who uses each of their cells, for administrators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
+
+from pai.server.clusterviews import LeafUsage, NodeInfo, VirtualClusterInfo
+from pai.server.deps import Context
+from pai.server.joblist import JobListQuery
+from pai.server.jobschemas import JobListItem
+from pai.server.jobviews import list_item
+from pai.web.capacity import Capacity, Usage
+from pai.web.routing import portal_router
+from pai.web.session import Admin, CurrentVisitor
+from pai.web.templating import render
+
+router = portal_router()
+
+JOBS_SHOWN = 10
+"""Running and waiting jobs listed per VC; the job list has the rest."""
+
+
+@dataclass(frozen=True)
+class VcRow:
+    name: str
+    info: VirtualClusterInfo
+    usage: Usage
+    opportunistic: int
+    usable: bool
+    """The visitor may submit to it."""
+    running: list[JobListItem]
+    waiting: list[JobListItem]
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    info: NodeInfo
+    usage: Usage
+    leaves: list[LeafUsage | None]
+    """Each leaf cell in order: who holds it, or None when free."""
+
+    @property
+    def jobs(self) -> list[LeafUsage]:
+        """One holding per job (a job holding several cells is listed once)."""
+        return list({leaf.job: leaf for leaf in self.info.usage}.values())
+
+
+@router.get("/virtual-clusters", name="portal.virtual_clusters")
+def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLResponse:
+    capacity = Capacity.of(context)
+    with context.database.session() as session:
+        rows = [
+            VcRow(
+                name=name,
+                info=info,
+                usage=capacity.guaranteed(info),
+                opportunistic=capacity.opportunistic(info),
+                usable=visitor.principal.may_use_virtual_cluster(name),
+                running=_jobs(session, name, ("RUNNING", "STOPPING")),
+                waiting=_jobs(session, name, ("WAITING",)),
+            )
+            for name, info in capacity.view.virtual_clusters().items()
+        ]
+    return render(
+        request,
+        "virtual_clusters.html",
+        nav="vcs",
+        vcs=rows,
+        unit=capacity.unit,
+        jobs_shown=JOBS_SHOWN,
+    )
+
+
+@router.get("/cluster", name="portal.cluster")
+def cluster(request: Request, context: Context, admin: Admin) -> HTMLResponse:
+    capacity = Capacity.of(context)
+    nodes = capacity.view.nodes()
+    rows = []
+    for node in nodes:
+        held = {leaf.leafIndex: leaf for leaf in node.usage}
+        rows.append(
+            NodeRow(
+                info=node,
+                usage=capacity.node(node),
+                leaves=[held.get(index) for index in range(node.leaves.total)],
+            )
+        )
+    return render(
+        request,
+        "cluster.html",
+        nav="cluster",
+        nodes=rows,
+        total=capacity.cluster(nodes),
+        unit=capacity.unit,
+        healthy=sum(node.healthy for node in nodes),
+    )
+
+
+def _jobs(session: Session, vc: str, states: tuple[str, ...]) -> list[JobListItem]:
+    query = JobListQuery(virtual_clusters=(vc,), states=states, limit=JOBS_SHOWN)
+    return [list_item(job, tags) for job, tags in query.page(session)]

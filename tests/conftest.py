@@ -1,0 +1,76 @@
+"""Suite-wide helpers: requirements that skip locally but fail in strict mode (CI)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+
+import pytest
+
+STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
+
+# A real API server for any test that needs one (fixtures pai_server, start_pai_server,
+# pai_database_url); see tests/server/harness.py.
+pytest_plugins = ["server.harness"]
+
+
+def require(available: bool, reason: str) -> None:
+    """Skip the calling test when something it needs is missing; fail under PAI_TEST_STRICT=1."""
+    if available:
+        return
+    if STRICT:
+        pytest.fail(f"requirement missing (PAI_TEST_STRICT=1): {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def requirement() -> Callable[[bool, str], None]:
+    """`require`, for fixtures and helpers of other test directories: they cannot import it by
+    name, since each directory's conftest module is also called `conftest`."""
+    return require
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a reachable PostgreSQL server, from PAI_TEST_POSTGRES_URL."""
+    url = os.environ.get("PAI_TEST_POSTGRES_URL", "")
+    require(bool(url), "PAI_TEST_POSTGRES_URL is not set")
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except Exception as exc:  # any driver or connection error means "not available"
+        require(False, f"PostgreSQL at PAI_TEST_POSTGRES_URL is not reachable: {exc}")
+    yield url
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Path of Debian's chromium, which Playwright drives in the portal tests."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    require(path is not None, "Debian's chromium is not installed (apt-get install chromium)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="session")
+def git_path() -> str:
+    """Path of git, which the git runtime plugin runs."""
+    path = shutil.which("git")
+    require(path is not None, "git is not installed (apt-get install git)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="session")
+def torch_module():  # type: ignore[no-untyped-def]
+    """The torch module, for the DDP example."""
+    try:
+        import torch
+    except ImportError:
+        require(False, "torch is not installed (pip install torch==2.13.0)")
+    return torch

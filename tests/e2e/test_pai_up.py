@@ -1,0 +1,155 @@
+"""`pai up` as a user runs it: a separate process, driven by the `pai` SDK over HTTP.
+
+The control plane is killed with SIGKILL while a job runs, started again on the same home, and
+the job finishes exactly once with its log intact. The PyTorch DDP example trains across two
+tasks with the gloo backend when torch is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from cli.pai_runner import make_pai
+from pai.sdk import Client
+from server.harness import LOCAL_CLUSTER_FILE, kill_processes_naming
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
+ADMIN_PASSWORD = "up-Admin-password-1"
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class PaiUp:
+    """`pai up` in its own process, started and killed as an operator would."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        pai = Path(sys.executable).with_name("pai")
+        env = {
+            **os.environ,
+            "PAI_HOME": str(self.home),
+            "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            # As after `source .venv/bin/activate`: tasks find this environment's python3.
+            "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        env.pop("PAI_DATABASE_URL", None)
+        self.process = subprocess.Popen(
+            [str(pai), "up", "--port", str(self.port), "--cluster", str(LOCAL_CLUSTER_FILE)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "pai up exited while starting"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("pai up did not start listening within 60 s")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def client(self) -> Client:
+        return Client.login(self.url, "admin", ADMIN_PASSWORD)
+
+
+@pytest.fixture
+def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
+    platform = PaiUp(tmp_path / "home")
+    platform.start()
+    yield platform
+    if platform.process is not None and platform.process.poll() is None:
+        platform.process.send_signal(signal.SIGINT)
+        platform.process.wait(timeout=30)
+    kill_processes_naming(platform.home)
+
+
+def job_file(name: str, commands: list[str]) -> str:
+    lines = "\n".join(f"      - {command}" for command in commands)
+    return (
+        f"protocolVersion: 2\nname: {name}\ntype: job\n"
+        "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
+        "taskRoles:\n  main:\n    dockerImage: image\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
+        f"    commands:\n{lines}\n"
+    )
+
+
+def test_a_job_survives_a_killed_control_plane_and_finishes_once(
+    pai_up: PaiUp, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    with pai_up.client() as client:
+        client.submit(
+            job_file(
+                "survivor",
+                [f"echo run >> {runs}", "echo before the crash", "sleep 4", "echo after the crash"],
+            )
+        )
+        deadline = time.monotonic() + 30
+        while client.job("survivor").job_status.state != "RUNNING":
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.1)
+    pai_up.kill()
+    pai_up.start()
+    with pai_up.client() as client:
+        detail = client.wait("survivor", timeout=60, poll=0.2)
+        assert detail.job_status.state == "SUCCEEDED"
+        assert detail.job_status.retries == 0
+        log = client.logs("survivor", role="main")
+    assert runs.read_text() == "run\n"
+    assert "before the crash" in log and "after the crash" in log
+
+
+def test_the_pytorch_ddp_example_trains_on_two_tasks(
+    pai_up: PaiUp, torch_module: ModuleType
+) -> None:
+    with pai_up.client() as client:
+        client.submit(EXAMPLES / "pytorch-ddp.yaml")
+        detail = client.wait("pytorch-ddp", timeout=180, poll=0.5)
+        log = client.logs("pytorch-ddp", role="worker", index=0)
+        assert detail.job_status.state == "SUCCEEDED", (detail.job_status, log)
+        log = client.logs("pytorch-ddp", role="worker", index=0)
+    assert "final loss:" in log
+
+
+def test_the_quick_start_works_as_written(pai_up: PaiUp, tmp_path: Path) -> None:
+    """README and docs/quickstart.md: log in, submit the hello job, wait, read its log."""
+    pai = make_pai(tmp_path / "user")
+    login = pai.run(
+        "login", "--server", pai_up.url, "--username", "admin", input=f"{ADMIN_PASSWORD}\n"
+    )
+    assert login.returncode == 0, login.stderr
+    submitted = pai.run("submit", str(EXAMPLES / "hello-world.yaml"), "--wait")
+    assert submitted.returncode == 0, submitted.stderr
+    logs = pai.run("logs", "hello-world")
+    assert logs.returncode == 0, logs.stderr
+    assert "Hello from task main/0" in logs.stdout
+    listing = pai.run("jobs", "--json")
+    assert [job["state"] for job in json.loads(listing.stdout)] == ["SUCCEEDED"]

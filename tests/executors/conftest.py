@@ -1,0 +1,139 @@
+"""A local executor on a temporary state directory, and helpers to drive real tasks with it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from pai.executors.base import TaskEvent, TaskEventKind, TaskLaunch, TaskResult
+from pai.executors.local import LocalExecutor
+from pai.executors.taskfiles import SupervisorConfig, TaskFiles
+
+WAIT_SECONDS = 30.0
+FAST_CONFIG = SupervisorConfig(stop_grace_seconds=2.0, poll_interval=0.05)
+LIVENESS_INTERVAL = 0.2
+
+
+@dataclass
+class Harness:
+    """Launches tasks on a local executor and collects its events per task."""
+
+    root: Path
+    executor: LocalExecutor = field(init=False)
+    events: dict[str, list[TaskEvent]] = field(default_factory=lambda: defaultdict(list))
+
+    def __post_init__(self) -> None:
+        self.executor = self.new_executor()
+
+    def new_executor(self, state: str = "state", **config: Any) -> LocalExecutor:
+        """An executor on `root/<state>`; a second one on the same state sees the same tasks."""
+        return LocalExecutor(
+            self.root / state,
+            config=replace(FAST_CONFIG, **config),
+            liveness_interval=LIVENESS_INTERVAL,
+        )
+
+    def task(self, key: str, script: str, **fields: Any) -> TaskLaunch:
+        values: dict[str, Any] = {
+            "key": key,
+            "job": "alice~job",
+            "role": "worker",
+            "index": 0,
+            "job_attempt": 0,
+            "task_attempt": 0,
+            "node": "node1",
+            "address": "127.0.0.1",
+            "script": script,
+            "env": {},
+            "working_dir": self.root / "work" / key,
+            "log_dir": self.root / "logs" / key,
+            "memory_mb": None,
+        }
+        values.update(fields)
+        return TaskLaunch(**values)
+
+    def launch(self, key: str, script: str, **fields: Any) -> TaskLaunch:
+        task = self.task(key, script, **fields)
+        self.executor.launch(task)
+        return task
+
+    def poll(self) -> None:
+        for event in self.executor.events():
+            self.events[event.key].append(event)
+
+    def wait_for(self, key: str, kind: TaskEventKind, timeout: float = WAIT_SECONDS) -> TaskEvent:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            for event in self.events[key]:
+                if event.kind is kind:
+                    return event
+            time.sleep(0.05)
+        raise AssertionError(f"{key}: no {kind} event within {timeout}s")
+
+    def wait_finished(self, key: str, timeout: float = WAIT_SECONDS) -> TaskResult:
+        result = self.wait_for(key, TaskEventKind.FINISHED, timeout).result
+        assert result is not None
+        return result
+
+    def run(self, key: str, script: str, **fields: Any) -> TaskResult:
+        self.launch(key, script, **fields)
+        return self.wait_finished(key)
+
+    @staticmethod
+    def processes_with(marker: str) -> list[psutil.Process]:
+        """Live processes whose command line mentions `marker`."""
+        found = []
+        for process in psutil.process_iter(["cmdline", "status"]):
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(marker in part for part in process.info["cmdline"] or ()):
+                found.append(process)
+        return found
+
+    @staticmethod
+    def wait_until(condition: Callable[[], object], timeout: float = WAIT_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout}s")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    yield Harness(tmp_path)
+    for state_dir in tmp_path.glob("state*"):
+        kill_leftovers(state_dir)
+
+
+def kill_leftovers(state_dir: Path) -> None:
+    """Whatever a failed test left running: supervisors, and every process of their tasks."""
+    tasks = state_dir / "tasks"
+    for directory in tasks.iterdir() if tasks.exists() else ():
+        files = TaskFiles(directory)
+        identity, started = files.supervisor(), files.started()
+        supervisor = identity.process() if identity else None
+        doomed = [*supervisor.children(recursive=True), supervisor] if supervisor else []
+        if started is not None:
+            doomed += [p for p in psutil.process_iter() if _group_of(p) == started.pgid]
+        for process in doomed:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                continue
+
+
+def _group_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except ProcessLookupError:
+        return None

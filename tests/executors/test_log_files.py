@@ -1,0 +1,79 @@
+"""Capped task logs: the tail is always kept, and a follower never misses or repeats data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pai.executors.logfiles import CappedLogWriter, follow_log, read_log
+
+
+def numbered_lines(count: int) -> list[bytes]:
+    return [f"line {n:05d}\n".encode() for n in range(count)]
+
+
+def test_writer_keeps_at_most_the_cap_and_at_least_half_of_it(tmp_path: Path) -> None:
+    path = tmp_path / "user-stdout"
+    writer = CappedLogWriter(path, cap_bytes=1000)
+    lines = numbered_lines(1000)  # 11 KB through a 1 KB cap
+
+    for line in lines:
+        writer.write(line)
+    writer.close()
+
+    everything = b"".join(lines)
+    kept = read_log(path)
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= 1000
+    assert len(kept) >= 500
+    assert everything.endswith(kept)
+    assert read_log(path, tail=30) == everything[-30:]
+    assert read_log(path, tail=10_000) == kept
+
+
+def test_a_single_write_larger_than_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "user-all"
+    writer = CappedLogWriter(path, cap_bytes=100)
+
+    data = bytes(range(256)) * 4
+    writer.write(data)
+    writer.close()
+
+    kept = read_log(path)
+    assert 50 <= len(kept) <= 100
+    assert data.endswith(kept)
+
+
+def test_reading_a_stream_that_does_not_exist_yet(tmp_path: Path) -> None:
+    assert read_log(tmp_path / "user-stderr") == b""
+    assert list(follow_log(tmp_path / "user-stderr", lambda: True)) == []
+
+
+def test_follow_sees_everything_even_when_two_rotations_pass_it(tmp_path: Path) -> None:
+    path = tmp_path / "user-stdout"
+    records = [f"record-{n:02d}\n".encode() for n in range(30)]  # 10 bytes each
+    writer = CappedLogWriter(path, cap_bytes=200)  # segments of 100 bytes: 10 records
+    closed = False
+    for record in records[:5]:
+        writer.write(record)
+    follower = follow_log(path, lambda: closed, tail=None, poll_interval=0.001)
+    seen = [next(follower)]
+
+    # While the follower waits, its segment fills up, is rotated, and is then replaced by the
+    # next segment: the follower must read the rest of its own, then that one, then the current.
+    for record in records[5:]:
+        writer.write(record)
+    writer.close()
+    closed = True
+    seen += list(follower)
+
+    assert b"".join(seen) == b"".join(records)
+    assert read_log(path) == b"".join(records[10:])
+
+
+def test_follow_starts_from_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "user-stdout"
+    writer = CappedLogWriter(path, cap_bytes=10_000)
+    writer.write(b"old line\nnew line\n")
+    writer.close()
+
+    assert b"".join(follow_log(path, lambda: True, tail=9)) == b"new line\n"
+    assert b"".join(follow_log(path, lambda: True)) == b""

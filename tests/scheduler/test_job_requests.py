@@ -1,0 +1,211 @@
+"""Translating a job into the groups the scheduler places (OpenPAI's rules for HiveD)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from pai.cluster import load_cluster
+from pai.protocol import parse_job
+from pai.scheduler import Bind, PodRequest, Scheduler
+from pai.scheduler.requests import RequestRefused, job_requests
+
+CLUSTER = load_cluster(
+    {
+        "skuTypes": {
+            "V100": {"gpu": 1, "cpu": 4, "memory": "32Gi"},
+            "CPU": {"gpu": 0, "cpu": 1, "memory": "2Gi"},
+        },
+        "cellTypes": {
+            "PCIE": {"childCellType": "V100", "childCellNumber": 2},
+            "SOCKET": {"childCellType": "PCIE", "childCellNumber": 2},
+            "NODE": {"childCellType": "SOCKET", "childCellNumber": 2, "isNodeLevel": True},
+            "RACK": {"childCellType": "NODE", "childCellNumber": 4},
+            "CPU-NODE": {"childCellType": "CPU", "childCellNumber": 16, "isNodeLevel": True},
+        },
+        "physicalCells": [
+            {
+                "cellType": "RACK",
+                "cellChildren": [
+                    {"cellAddress": "g0"},
+                    {"cellAddress": "g1"},
+                    {"cellAddress": "g2"},
+                    {"cellAddress": "g3", "pinnedCellId": "pin"},
+                ],
+            },
+            {"cellType": "CPU-NODE", "cellAddress": "c0"},
+        ],
+        "virtualClusters": {
+            "vision": {
+                "virtualCells": [
+                    {"cellType": "RACK.NODE", "cellNumber": 2},
+                    {"cellType": "CPU-NODE", "cellNumber": 1},
+                ],
+                "pinnedCells": [{"pinnedCellId": "pin"}],
+            },
+            "nlp": {"virtualCells": [{"cellType": "RACK.NODE", "cellNumber": 1}]},
+        },
+    }
+)
+
+
+def job(roles: dict[str, dict[str, Any]], vc: str = "vision", **extras: Any) -> Any:
+    document = {
+        "protocolVersion": 2,
+        "name": "train",
+        "type": "job",
+        "prerequisites": [{"type": "dockerimage", "name": "img", "uri": "python:3.11"}],
+        "taskRoles": {
+            name: {
+                "instances": role.get("instances", 1),
+                "dockerImage": "img",
+                "resourcePerInstance": {
+                    "cpu": role.get("cpu", 1),
+                    "memoryMB": role.get("memoryMB", 1024),
+                    "gpu": role.get("gpu", 0),
+                },
+                "commands": ["true"],
+            }
+            for name, role in roles.items()
+        },
+        "defaults": {"virtualCluster": vc},
+        "extras": extras,
+    }
+    return parse_job(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_all_roles_form_one_gang_with_leaf_cells_from_the_largest_resource() -> None:
+    spec = job(
+        {
+            "master": {"gpu": 1, "cpu": 12},  # cpu 12 / 4 per GPU -> 3 leaf cells
+            "worker": {"instances": 2, "gpu": 2, "memoryMB": 40_000},  # 40000 / 32768 -> 2
+        },
+        hivedScheduler={
+            "jobPriorityClass": "prod",
+            "taskRoles": {"master": {"skuType": "V100"}, "worker": {"skuType": "V100"}},
+        },
+    )
+    (request,) = job_requests(spec, CLUSTER, "alice~train")
+    assert request.name == "alice~train/default"
+    assert (request.vc, request.priority, request.sku_type) == ("vision", 100, "V100")
+    assert request.pods == (
+        PodRequest("master", 0, 3),
+        PodRequest("worker", 0, 2),
+        PodRequest("worker", 1, 2),
+    )
+    decision = Scheduler(CLUSTER).schedule(request)
+    assert isinstance(decision, Bind)
+    assert [(pod.role, pod.index) for pod in decision.placement.pods] == [
+        ("master", 0),
+        ("worker", 0),
+        ("worker", 1),
+    ]
+
+
+def test_affinity_groups_priority_classes_and_lazy_preemption() -> None:
+    spec = job(
+        {"ps": {"gpu": 1}, "worker": {"instances": 2, "gpu": 1}, "eval": {"gpu": 1}},
+        hivedScheduler={
+            "jobPriorityClass": "oppo",
+            "lazyPreemptionEnable": True,
+            "taskRoles": {
+                "ps": {"affinityGroupName": "train"},
+                "worker": {"affinityGroupName": "train"},
+            },
+        },
+    )
+    requests = job_requests(spec, CLUSTER, "bob~j")
+    assert [(r.name, len(r.pods), r.priority, r.lazy_preemption) for r in requests] == [
+        ("bob~j/train", 3, -1, True),
+        ("bob~j/default", 1, -1, True),
+    ]
+    default = job_requests(job({"w": {"gpu": 1}}), CLUSTER, "bob~k")
+    assert default[0].priority == 10
+
+
+def test_without_gang_allocation_every_task_is_its_own_group() -> None:
+    spec = job({"worker": {"instances": 3, "gpu": 1}}, gangAllocation=False)
+    requests = job_requests(spec, CLUSTER, "u~j")
+    assert [r.name for r in requests] == ["u~j/worker-0", "u~j/worker-1", "u~j/worker-2"]
+    assert all(len(r.pods) == 1 for r in requests)
+
+
+def test_cpu_only_tasks_get_the_cpu_sku_and_gpu_tasks_the_gpu_sku() -> None:
+    (cpu,) = job_requests(job({"w": {"cpu": 3, "memoryMB": 5000}}), CLUSTER, "u~cpu")
+    assert (cpu.sku_type, cpu.pods[0].leaf_cells) == ("CPU", 3)  # 5000 MB / 2048 -> 3 as well
+    (gpu,) = job_requests(job({"w": {"cpu": 1, "gpu": 2}}), CLUSTER, "u~gpu")
+    assert (gpu.sku_type, gpu.pods[0].leaf_cells) == ("V100", 2)
+
+
+def test_pinned_cells_choose_their_sku() -> None:
+    spec = job({"w": {"gpu": 8}}, hivedScheduler={"taskRoles": {"w": {"pinnedCellId": "pin"}}})
+    (request,) = job_requests(spec, CLUSTER, "u~p")
+    assert (request.pinned_cell_id, request.sku_type) == ("pin", "V100")
+    assert isinstance(Scheduler(CLUSTER).schedule(request), Bind)
+
+
+@pytest.mark.parametrize(
+    ("roles", "vc", "extras", "message"),
+    [
+        ({"w": {"gpu": 1}}, "ghost", {}, "unknown virtual cluster 'ghost' (VCs: vision, nlp)"),
+        (
+            {"w": {"gpu": 1}},
+            "vision",
+            {"hivedScheduler": {"taskRoles": {"w": {"skuType": "A100"}}}},
+            "unknown skuType 'A100' (SKU types: V100, CPU)",
+        ),
+        (
+            {"w": {"gpu": 1}},
+            "vision",
+            {"hivedScheduler": {"taskRoles": {"w": {"skuType": "CPU"}}}},
+            "task role 'w' asks for gpu but SKU 'CPU' has none",
+        ),
+        (
+            {"w": {"cpu": 1}},
+            "nlp",
+            {"hivedScheduler": {"taskRoles": {"w": {"skuType": "CPU"}}}},
+            "VC 'nlp' has no cells of SKU type 'CPU'",
+        ),
+        (
+            {"w": {"instances": 3, "gpu": 8}},
+            "vision",
+            {},
+            "the job needs 24 GPUs but VC 'vision' has 16 in total",
+        ),
+        (
+            {"w": {"gpu": 12}},
+            "vision",
+            {},
+            "a task needs 12 GPUs on one node but the largest cell of VC 'vision' holds 8",
+        ),
+        (
+            {"w": {"gpu": 1}},
+            "vision",
+            {
+                "hivedScheduler": {
+                    "jobPriorityClass": "oppo",
+                    "taskRoles": {"w": {"pinnedCellId": "pin"}},
+                }
+            },
+            "an opportunistic job cannot ask for a pinned cell",
+        ),
+        (
+            {"a": {"gpu": 1}, "b": {"gpu": 1}},
+            "vision",
+            {
+                "hivedScheduler": {
+                    "taskRoles": {"a": {"skuType": "V100"}, "b": {"pinnedCellId": "pin"}}
+                }
+            },
+            "roles 'a', 'b' form affinity group 'default' but ask for different",
+        ),
+    ],
+)
+def test_requests_that_can_never_fit_are_refused(
+    roles: dict[str, dict[str, Any]], vc: str, extras: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(job(roles, vc=vc, **extras), CLUSTER, "u~j")
+    assert any(problem.startswith(message) for problem in refused.value.problems), refused.value

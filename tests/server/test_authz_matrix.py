@@ -1,0 +1,281 @@
+"""Who gets what: every endpoint called by an anonymous client, a plain user, another user
+and an administrator must answer exactly the expected status.
+
+"user" owns what the path names (or the path names something created for this one call);
+"other" is a second plain user. To cover a new endpoint, add a `Case`: its `build` returns the
+request for one role and may first create what the request needs, so that a successful call
+by one role does not change what the next role sees.
+
+The server is the whole platform, so that job, VC and node endpoints answer for real: `user`
+owns a finished job (`World.job`) whose task has logs. As in OpenPAI, every logged-in user
+reads jobs, but only the owner or an administrator reads their config and logs or changes
+them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from server.harness import Account, RunningServer
+from server.jobapi import job_yaml, submit, unique, wait_for
+
+ROLES = ("anonymous", "user", "other", "admin")
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    token: str | None = None
+    """A token to use instead of the role's own one (for calls that revoke the caller's token)."""
+
+
+@dataclass
+class World:
+    server: RunningServer
+    accounts: dict[str, Account]
+    job: str
+    """A finished job of "user"."""
+
+    def token(self, role: str) -> str | None:
+        return None if role == "anonymous" else self.accounts[role].token
+
+    def fresh_token(self, role: str) -> str | None:
+        """A new user token of `role`, for calls that revoke it."""
+        if role == "anonymous":
+            return None
+        account = self.accounts[role]
+        return self.server.login(account.username, account.password)
+
+    def as_admin(self, method: str, path: str, json: Any = None) -> Any:
+        with self.server.client(self.accounts["admin"].token) as client:
+            response = client.request(method, path, json=json)
+        assert response.status_code < 300, response.text
+        return response.json()
+
+    def new_user(self) -> str:
+        return self.server.create_user().username
+
+    def new_group(self) -> str:
+        name = f"g_{uuid.uuid4().hex[:10]}"
+        self.as_admin("POST", "/groups", {"groupname": name})
+        return name
+
+    def tagged_job(self) -> str:
+        """The user's job, tagged (again) with the tag the untag case removes."""
+        self.as_admin("PUT", f"/jobs/{self.job}/tag", {"value": "to-remove"})
+        return self.job
+
+    def user_application_token(self) -> str:
+        with self.server.client(self.accounts["user"].token) as client:
+            token: str = client.post("/tokens/application").json()["token"]
+        return token
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    expected: tuple[int, int, int, int]
+    """Statuses for anonymous, user, other, admin."""
+    build: Callable[[World, str], Call]
+
+
+def fixed(method: str, path: str, json: Any = None) -> Callable[[World, str], Call]:
+    return lambda world, role: Call(method, path, json)
+
+
+def on_job(method: str, suffix: str = "", json: Any = None) -> Callable[[World, str], Call]:
+    """A call on the user's job: `/jobs/{user~job}{suffix}`."""
+    return lambda world, role: Call(method, f"/jobs/{world.job}{suffix}", json)
+
+
+TASK = "/attempts/0/taskRoles/main/taskIndex/0/attempts"
+
+
+CASES = [
+    Case("GET /info", (200, 200, 200, 200), fixed("GET", "/info")),
+    Case("GET /authn/info", (200, 200, 200, 200), fixed("GET", "/authn/info")),
+    Case(
+        "DELETE /authn/basic/logout",
+        (401, 200, 200, 200),
+        lambda world, role: Call("DELETE", "/authn/basic/logout", token=world.fresh_token(role)),
+    ),
+    Case("GET /tokens", (401, 200, 200, 200), fixed("GET", "/tokens")),
+    Case("GET /tokens/check", (401, 200, 200, 200), fixed("GET", "/tokens/check")),
+    Case("POST /tokens/application", (401, 200, 200, 200), fixed("POST", "/tokens/application")),
+    Case(
+        "DELETE /tokens/{user's token}",
+        (401, 200, 403, 403),
+        lambda world, role: Call("DELETE", f"/tokens/{world.user_application_token()}"),
+    ),
+    Case("GET /users", (401, 200, 200, 200), fixed("GET", "/users")),
+    Case(
+        "POST /users",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "POST", "/users", {"username": f"u_{uuid.uuid4().hex[:10]}", "password": "pass-word"}
+        ),
+    ),
+    Case(
+        "PUT /users",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "PUT",
+            "/users",
+            {"patch": True, "data": {"username": world.new_user(), "email": "x@example.com"}},
+        ),
+    ),
+    Case(
+        "PUT /users/me",
+        (401, 201, 201, 201),
+        fixed("PUT", "/users/me", {"patch": True, "data": {"extension": {"seen": True}}}),
+    ),
+    Case(
+        "GET /users/{user}",
+        (401, 200, 200, 200),
+        lambda world, role: Call("GET", f"/users/{world.accounts['user'].username}"),
+    ),
+    Case(
+        "DELETE /users/{user}",
+        (401, 403, 403, 200),
+        lambda world, role: Call("DELETE", f"/users/{world.new_user()}"),
+    ),
+    Case(
+        "PUT /users/{user}/group",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "PUT", f"/users/{world.new_user()}/group", {"groupname": world.new_group()}
+        ),
+    ),
+    Case(
+        "DELETE /users/{user}/group",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "DELETE", f"/users/{world.new_user()}/group", {"groupname": world.new_group()}
+        ),
+    ),
+    Case(
+        "PUT /users/{user}/grouplist",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "PUT", f"/users/{world.new_user()}/grouplist", {"grouplist": ["default"]}
+        ),
+    ),
+    Case("GET /groups", (401, 200, 200, 200), fixed("GET", "/groups")),
+    Case(
+        "POST /groups",
+        (401, 403, 403, 201),
+        lambda world, role: Call("POST", "/groups", {"groupname": f"g_{uuid.uuid4().hex[:10]}"}),
+    ),
+    Case(
+        "PUT /groups",
+        (401, 403, 403, 201),
+        lambda world, role: Call(
+            "PUT", "/groups", {"patch": True, "data": {"groupname": world.new_group()}}
+        ),
+    ),
+    Case("GET /groups/{group}", (401, 200, 200, 200), fixed("GET", "/groups/default")),
+    Case(
+        "DELETE /groups/{group}",
+        (401, 403, 403, 201),
+        lambda world, role: Call("DELETE", f"/groups/{world.new_group()}"),
+    ),
+    Case(
+        "GET /groups/{group}/userlist",
+        (401, 403, 403, 200),
+        fixed("GET", "/groups/default/userlist"),
+    ),
+    Case(
+        "POST /jobs",
+        (401, 202, 202, 202),
+        lambda world, role: Call("POST", "/jobs", json=job_dict(unique("matrix"))),
+    ),
+    Case("GET /jobs", (401, 200, 200, 200), fixed("GET", "/jobs")),
+    Case("GET /jobs/{job}", (401, 200, 200, 200), on_job("GET")),
+    Case("GET /jobs/{job}/attempts/0", (401, 200, 200, 200), on_job("GET", "/attempts/0")),
+    Case("GET /jobs/{job}/job-attempts", (401, 200, 200, 200), on_job("GET", "/job-attempts")),
+    Case("GET /jobs/{job}/job-attempts/0", (401, 200, 200, 200), on_job("GET", "/job-attempts/0")),
+    Case(
+        "GET /jobs/{job}/job-attempts/healthz",
+        (200, 200, 200, 200),
+        on_job("GET", "/job-attempts/healthz"),
+    ),
+    Case("GET /jobs/{job}/{task} attempts", (401, 200, 200, 200), on_job("GET", TASK)),
+    Case(
+        "GET /jobs/{job}/{task attempt} logs",
+        (401, 200, 403, 200),
+        on_job("GET", f"{TASK}/0/logs"),
+    ),
+    Case(
+        "GET /jobs/{job}/{task attempt} logs/all",
+        (401, 200, 403, 200),
+        on_job("GET", f"{TASK}/0/logs/all"),
+    ),
+    Case("GET /jobs/{job}/config", (401, 200, 403, 200), on_job("GET", "/config")),
+    Case("GET /jobs/{job}/events", (401, 200, 200, 200), on_job("GET", "/events")),
+    Case(
+        "PUT /jobs/{job}/executionType",
+        (401, 202, 403, 202),
+        on_job("PUT", "/executionType", {"value": "STOP"}),
+    ),
+    Case("PUT /jobs/{job}/tag", (401, 200, 403, 200), on_job("PUT", "/tag", {"value": "seen"})),
+    Case(
+        "DELETE /jobs/{job}/tag",
+        (401, 200, 403, 200),
+        lambda world, role: Call(
+            "DELETE", f"/jobs/{world.tagged_job()}/tag", {"value": "to-remove"}
+        ),
+    ),
+    Case("GET /virtual-clusters", (401, 200, 200, 200), fixed("GET", "/virtual-clusters")),
+    Case(
+        "GET /virtual-clusters?nodes", (401, 200, 200, 200), fixed("GET", "/virtual-clusters?nodes")
+    ),
+    Case(
+        "GET /virtual-clusters/{vc}",
+        (401, 200, 200, 200),
+        fixed("GET", "/virtual-clusters/default"),
+    ),
+    Case("GET /cluster/sku-types", (401, 200, 200, 200), fixed("GET", "/cluster/sku-types")),
+    Case("GET /cluster/nodes", (401, 200, 200, 200), fixed("GET", "/cluster/nodes")),
+]
+
+
+def job_dict(name: str) -> dict[str, Any]:
+    """A job that does nothing, as the JSON body of a submission."""
+    loaded: dict[str, Any] = yaml.safe_load(job_yaml(name, ["true"]))
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def pai_server(pai_platform: RunningServer) -> RunningServer:
+    """The accounts of conftest.py live on the whole platform here."""
+    return pai_platform
+
+
+@pytest.fixture(scope="module")
+def world(pai_server: RunningServer, admin: Account, alice: Account, bob: Account) -> World:
+    with pai_server.client(alice.token) as client:
+        job = submit(client, job_yaml(unique("owned"), ["echo owned"]))
+        wait_for(client, job)
+    return World(pai_server, {"user": alice, "other": bob, "admin": admin}, job)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_each_role_gets_exactly_the_expected_status(world: World, case: Case) -> None:
+    observed = []
+    for role in ROLES:
+        call = case.build(world, role)
+        token = call.token if call.token is not None else world.token(role)
+        with world.server.client(token) as client:
+            response = client.request(call.method, call.path, json=call.json)
+        if response.status_code >= 400:
+            assert set(response.json()) == {"code", "message"}, response.text
+        observed.append(response.status_code)
+    assert tuple(observed) == case.expected, dict(zip(ROLES, observed, strict=True))

@@ -1,0 +1,65 @@
+"""Settings from PAI_* environment variables, with errors that name the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pai.errors import ConfigurationError
+from pai.settings import Settings
+
+
+def test_defaults_put_everything_under_pai_home(tmp_path: Path) -> None:
+    settings = Settings.from_env({"PAI_HOME": str(tmp_path)})
+    assert settings.home == tmp_path
+    assert settings.database_url == f"sqlite:///{tmp_path / 'pai.db'}"
+    assert (settings.admin_password, settings.secret_key) == (None, None)
+    assert (settings.token_max_expiration, settings.login_rate_limit) == (604800, 20)
+    assert (settings.submission_rate_limit, settings.log_level) == (60, "INFO")
+
+
+def test_every_variable_is_read(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "PAI_HOME": str(tmp_path),
+            "PAI_DATABASE_URL": "postgresql+psycopg://pai@127.0.0.1/pai",
+            "PAI_ADMIN_PASSWORD": "initial-pw",
+            "PAI_SECRET_KEY": "s" * 32,
+            "PAI_TOKEN_MAX_EXPIRATION": "3600",
+            "PAI_LOGIN_RATE_LIMIT": "5",
+            "PAI_SUBMISSION_RATE_LIMIT": "100",
+            "PAI_LOG_LEVEL": "debug",
+        }
+    )
+    assert settings.database_url == "postgresql+psycopg://pai@127.0.0.1/pai"
+    assert (settings.admin_password, settings.secret_key) == ("initial-pw", "s" * 32)
+    assert (settings.token_max_expiration, settings.login_rate_limit) == (3600, 5)
+    assert (settings.submission_rate_limit, settings.log_level) == (100, "DEBUG")
+
+
+def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"PAI_HOME": str(tmp_path), "PAI_ADMIN_PASSWORD": "initial-pw", "PAI_SECRET_KEY": "s" * 32}
+    )
+    assert "initial-pw" not in repr(settings)
+    assert "s" * 32 not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("PAI_LOGIN_RATE_LIMIT", "many", "PAI_LOGIN_RATE_LIMIT: expected an integer, got 'many'"),
+        ("PAI_SUBMISSION_RATE_LIMIT", "0", "PAI_SUBMISSION_RATE_LIMIT: must be a positive"),
+        ("PAI_TOKEN_MAX_EXPIRATION", "30", "PAI_TOKEN_MAX_EXPIRATION: must be at least 60"),
+        ("PAI_ADMIN_PASSWORD", "abc", "PAI_ADMIN_PASSWORD: must be at least 6 characters"),
+        ("PAI_SECRET_KEY", "short", "PAI_SECRET_KEY: must be at least 32 characters"),
+        ("PAI_LOG_LEVEL", "loud", "PAI_LOG_LEVEL: must be one of"),
+    ],
+)
+def test_a_bad_value_names_its_variable(
+    tmp_path: Path, variable: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        Settings.from_env({"PAI_HOME": str(tmp_path), variable: value})
+    assert str(error.value).startswith(message)
