@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,12 @@ class Database:
     second writer waits (up to the busy timeout) instead of failing. Transactions are short, so
     serialising them costs little on one machine; PostgreSQL is the choice for more. What only
     reads (checking the token of every request) uses `reading()`, which takes no write lock.
+
+    The threads of one process also queue for SQLite's write lock on a Python lock first:
+    SQLite's busy handler sleeps in steps of up to 100 ms while it waits, so under many
+    concurrent writers the lock would often sit free while they sleep; a Python lock hands
+    it to the next writer the moment it is released. Other processes still meet the busy
+    timeout.
     """
 
     def __init__(self, url: str) -> None:
@@ -48,6 +55,7 @@ class Database:
             self.engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False
         )
         event.listen(self._readers, "before_flush", _refuse_writes)
+        self._writers = _WriterQueue() if self.backend == "sqlite" else None
 
     @property
     def backend(self) -> str:
@@ -57,7 +65,7 @@ class Database:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One transaction: committed when the block ends, rolled back if it raises."""
-        with self._sessions.begin() as session:
+        with self._write_turn(), self._sessions.begin() as session:
             yield session
 
     @contextmanager
@@ -75,12 +83,15 @@ class Database:
         PostgreSQL: a transaction-level advisory lock; SQLite: the database's write lock,
         which `BEGIN IMMEDIATE` takes at once.
         """
-        with self.engine.begin() as connection:
+        with self._write_turn(), self.engine.begin() as connection:
             if self.backend == "postgresql":
                 connection.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
                 )
             yield connection
+
+    def _write_turn(self) -> AbstractContextManager[object]:
+        return self._writers.turn() if self._writers is not None else nullcontext()
 
     def upgrade(self, connection: Connection) -> None:
         """Apply every pending migration inside `connection`'s transaction."""
@@ -94,6 +105,25 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+
+
+class _WriterQueue:
+    """This process's writers, one at a time, in front of SQLite's write lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        if not self._lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise TimeoutError(
+                f"the database stayed busy for {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s "
+                "(a transaction of this process held it)"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
