@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -181,9 +181,7 @@ def serve(
         port = listener.getsockname()[1]
         server = build_server(app_factory(settings, **create_app_kwargs), port=port)
         cleanup.enter_context(_server_log(settings.log_level, log_stream))
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [listener]}, name=f"pai-server-{port}"
-        )
+        thread = threading.Thread(target=_run, args=(server, listener), name=f"pai-server-{port}")
         thread.start()
         cleanup.callback(thread.join, STARTUP_TIMEOUT_SECONDS)
         cleanup.callback(setattr, server, "should_exit", True)
@@ -345,6 +343,13 @@ def _server_log(level: str, stream: IO[str]) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous_level)
+
+
+def _run(server: uvicorn.Server, listener: socket.socket) -> None:
+    """uvicorn leaves with `SystemExit` when the app fails to start; `_wait_started` reports
+    that failure from the server's log, so the thread ends quietly."""
+    with suppress(SystemExit):
+        server.run(sockets=[listener])
 
 
 def _wait_started(server: uvicorn.Server, thread: threading.Thread, log_path: Path) -> None:
