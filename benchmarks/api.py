@@ -313,7 +313,7 @@ def run(
     jobs: int, clients: int, per_client: int, list_requests: int, url: str | None
 ) -> dict[str, Any]:
     rng = random.Random(11)
-    with tempfile.TemporaryDirectory(prefix="pai-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix="pai-bench-", ignore_cleanup_errors=True) as directory:
         home = Path(directory)
         database_url = url or default_database_url(home)
         database = Database(database_url)
