@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from sqlalchemy import text
 
+from pai.store import Database
 from server.harness import Account, RunningServer, StartServer, server_settings
 from server.jobapi import detail, first_task, job_yaml, submit, unique, wait_for
 
@@ -501,3 +503,26 @@ def test_events_tell_the_story_of_a_job(as_alice: httpx.Client, jobs: dict[str, 
     assert {event["type"] for event in warnings["data"]} == {"Warning"}
     normal = as_alice.get(f"/jobs/{jobs['failing']}/events", params={"type": "Normal"}).json()
     assert {event["type"] for event in normal["data"]} == {"Normal"}
+
+
+def test_jobs_stay_readable_while_another_writer_holds_the_database(
+    pai_server: RunningServer, as_alice: httpx.Client
+) -> None:
+    """Reading jobs takes no write lock: a long write elsewhere (another PAI process, an
+    administrator's migration) does not freeze the portal, the CLI or `pai wait`."""
+    name = submit(as_alice, job_yaml(unique("read-under-write"), ["true"]))
+    detail(as_alice, name)  # the token's last use is recorded now, not under the lock below
+    outside = Database(pai_server.settings.database_url)
+    try:
+        with outside.session() as session:
+            session.execute(text("SELECT 1"))  # begins the transaction: SQLite's write lock
+            listed = as_alice.get("/jobs", params={"username": name.split("~")[0]}, timeout=5)
+            shown = as_alice.get(f"/jobs/{name}", timeout=5)
+            events = as_alice.get(f"/jobs/{name}/events", timeout=5)
+    finally:
+        outside.dispose()
+    assert listed.status_code == 200, listed.text
+    username, short_name = name.split("~")
+    assert short_name in [job["name"] for job in listed.json()]
+    assert (shown.json()["jobStatus"]["username"], shown.json()["name"]) == (username, short_name)
+    assert events.status_code == 200, events.text

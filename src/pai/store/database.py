@@ -38,7 +38,8 @@ class Database:
     could lose an update; taking the write lock up front makes transactions serial, and a
     second writer waits (up to the busy timeout) instead of failing. Transactions are short, so
     serialising them costs little on one machine; PostgreSQL is the choice for more. What only
-    reads (checking the token of every request) uses `reading()`, which takes no write lock.
+    reads (checking the token of every request, every page and GET of the API) uses
+    `reading()`, which takes no write lock.
 
     The threads of one process also queue for SQLite's write lock on a Python lock first:
     SQLite's busy handler sleeps in steps of up to 100 ms while it waits, so under many

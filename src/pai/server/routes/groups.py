@@ -27,7 +27,7 @@ ADMIN_ERRORS = error_responses(400, 401, 403, 404)
 
 @router.get("", response_model=list[GroupInfo], responses=error_responses(401))
 def list_groups(context: Context, _caller: Caller) -> list[GroupInfo]:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         return [group_info(group) for group in Directory(session).groups()]
 
 
@@ -73,7 +73,7 @@ def update_group(body: UpdateGroupRequest, context: Context, _admin: Admin) -> M
 
 @router.get("/{group}", response_model=GroupInfo, responses=error_responses(401, 404))
 def get_group(group: str, context: Context, _caller: Caller) -> GroupInfo:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         return group_info(Directory(session).group(group))
 
 
@@ -88,7 +88,7 @@ def delete_group(group: str, context: Context, _admin: Admin) -> Message:
 
 @router.get("/{group}/userlist", response_model=list[UserInfo], responses=ADMIN_ERRORS)
 def group_userlist(group: str, context: Context, _admin: Admin) -> list[UserInfo]:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         return [user_info(user) for user in Directory(session).members(group)]
 
 

@@ -193,7 +193,7 @@ def list_jobs(
         limit=limit,
         order=order,
     )
-    with context.database.session() as session:
+    with context.database.reading() as session:
         items = [list_item(job, tags) for job, tags in query.page(session)]
         if withTotalCount:
             return JobListWithCount(totalCount=query.count(session), data=items)
@@ -206,7 +206,7 @@ def list_jobs(
 @router.get("/{framework_name}", response_model=JobDetail, responses=READ_ERRORS)
 def get_job(framework_name: str, request: Request, context: Context, _caller: Caller) -> JobDetail:
     """The job's latest attempt with every task; `waitReason` says why it is WAITING."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         return _view(request, context, row).detail(job_attempt(row))
 
@@ -219,7 +219,7 @@ def get_job(framework_name: str, request: Request, context: Context, _caller: Ca
 def get_job_attempt(
     framework_name: str, job_attempt_id: int, request: Request, context: Context, _caller: Caller
 ) -> JobDetail:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         return _view(request, context, row).detail(job_attempt(row, job_attempt_id))
 
@@ -231,7 +231,7 @@ def list_job_attempts(
     framework_name: str, request: Request, context: Context, _caller: Caller
 ) -> list[JobAttemptDetail]:
     """Every attempt of the job, oldest first; the latest has `isLatest: true`."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         view = _view(request, context, row)
         return [view.attempt_detail(attempt) for attempt in job_attempts(row)]
@@ -251,7 +251,7 @@ def job_attempts_healthz(framework_name: str) -> Message:
 def get_job_attempt_entry(
     framework_name: str, job_attempt_id: int, request: Request, context: Context, _caller: Caller
 ) -> JobAttemptDetail:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         return _view(request, context, row).attempt_detail(job_attempt(row, job_attempt_id))
 
@@ -271,7 +271,7 @@ def get_task_attempts(
     _caller: Caller,
 ) -> TaskAttempts:
     """A task's attempts within one job attempt: its retry history, with where each ran."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         attempt = job_attempt(row, job_attempt_id)
         return _view(request, context, row).task_attempts(
@@ -289,7 +289,7 @@ def get_task_attempts(
 )
 def get_job_config(framework_name: str, context: Context, caller: Caller) -> Response:
     """The job file as submitted, with secret values shown as `******`. Owner or admin."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         try:
             row = find_job(session, framework_name)
         except NoJobError:
@@ -353,7 +353,7 @@ def list_job_events(
     kind: Annotated[Literal["Normal", "Warning"] | None, Query(alias="type")] = None,
 ) -> JobEventList:
     """What happened to the job and its tasks, oldest first; `type` keeps one kind."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         statement = select(JobEvent).where(JobEvent.job_id == row.id).order_by(JobEvent.id)
         if kind is not None:
@@ -447,7 +447,7 @@ def _task_log_key(
     task_attempt_id: int,
 ) -> str:
     """The executor's key of a task attempt whose logs the caller may read."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         _require_owner(caller, row, "read the logs of")
         attempt = job_attempt(row, job_attempt_id)

@@ -24,7 +24,7 @@ router = APIRouter(prefix="/tokens", tags=["tokens"])
 @router.get("", response_model=TokenList, responses=error_responses(401, 403))
 def list_tokens(context: Context, caller: UserTokenCaller) -> TokenList:
     """The caller's live tokens, described by their hashes (clear tokens are never stored)."""
-    with context.database.session() as session:
+    with context.database.reading() as session:
         user = Directory(session).user(caller.username)
         records = context.tokens.live_tokens(session, user)
         return TokenList(tokens=[token_info(record) for record in records])

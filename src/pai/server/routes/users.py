@@ -28,7 +28,7 @@ ADMIN_ERRORS = error_responses(400, 401, 403, 404)
 
 @router.get("", response_model=list[UserInfo], responses=error_responses(401))
 def list_users(context: Context, _caller: Caller) -> list[UserInfo]:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         return [user_info(user) for user in Directory(session).users()]
 
 
@@ -102,7 +102,7 @@ def update_self(body: UpdateSelfRequest, context: Context, caller: Caller) -> Me
 
 @router.get("/{user}", response_model=UserInfo, responses=READ_ERRORS)
 def get_user(user: str, context: Context, _caller: Caller) -> UserInfo:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         return user_info(Directory(session).user(user))
 
 

@@ -75,7 +75,7 @@ def revoke_token(
 def _account_page(
     request: Request, context: Context, visitor: Visitor, *, new_token: str | None = None
 ) -> HTMLResponse:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         me = user_info(Directory(session).user(visitor.username))
     tokens = tokens_api.list_tokens(context, visitor.principal).tokens
     return render(

@@ -45,7 +45,7 @@ def admin_home(admin: Admin) -> Response:
 
 @router.get(USERS, name="portal.admin_users")
 def users(request: Request, context: Context, admin: Admin) -> HTMLResponse:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         directory = Directory(session)
         people = [user_info(user) for user in directory.users()]
         groups = [group_info(group) for group in directory.groups()]
@@ -54,7 +54,7 @@ def users(request: Request, context: Context, admin: Admin) -> HTMLResponse:
 
 @router.get(USERS + "/{username}", name="portal.admin_user")
 def user(username: str, request: Request, context: Context, admin: Admin) -> HTMLResponse:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         directory = Directory(session)
         person = user_info(directory.user(username))
         groups = [group_info(group) for group in directory.groups()]
@@ -107,7 +107,7 @@ def set_user_groups(
 
 @router.get(GROUPS, name="portal.admin_groups")
 def groups(request: Request, context: Context, admin: Admin) -> HTMLResponse:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         directory = Directory(session)
         members: dict[str, list[str]] = {}
         for user in directory.users():
@@ -126,7 +126,7 @@ def groups(request: Request, context: Context, admin: Admin) -> HTMLResponse:
 
 @router.get(GROUPS + "/{groupname}", name="portal.admin_group")
 def group(groupname: str, request: Request, context: Context, admin: Admin) -> HTMLResponse:
-    with context.database.session() as session:
+    with context.database.reading() as session:
         directory = Directory(session)
         found = group_info(directory.group(groupname))
         members = [member.username for member in directory.members(groupname)]

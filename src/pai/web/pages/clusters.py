@@ -53,7 +53,7 @@ class NodeRow:
 @router.get("/virtual-clusters", name="portal.virtual_clusters")
 def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLResponse:
     capacity = Capacity.of(context)
-    with context.database.session() as session:
+    with context.database.reading() as session:
         rows = [
             VcRow(
                 name=name,

@@ -22,7 +22,7 @@ ACTIVE_STATES = ("WAITING", "RUNNING", "STOPPING")
 @router.get("/", name="portal.home")
 def home(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLResponse:
     mine = (visitor.username,)
-    with context.database.session() as session:
+    with context.database.reading() as session:
         recent = [
             list_item(job, tags)
             for job, tags in JobListQuery(usernames=mine, limit=RECENT_JOBS).page(session)

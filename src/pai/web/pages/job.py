@@ -117,7 +117,7 @@ def load_job(
 ) -> JobState:
     controller = context.service(Controller)
     job_url = str(request.app.url_path_for("portal.job", framework_name=framework_name))
-    with context.database.session() as session:
+    with context.database.reading() as session:
         row = find_job(session, framework_name)
         view = JobView(row, controller.exit_specs.current(), task_logs_url(job_url))
         shown = job_attempt(row, attempt)

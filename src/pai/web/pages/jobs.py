@@ -122,7 +122,7 @@ class JobPage:
 
 def job_page(context: Context, filters: JobFilters) -> JobPage:
     query = filters.query()
-    with context.database.session() as session:
+    with context.database.reading() as session:
         items = [list_item(job, tags) for job, tags in query.page(session)]
         return JobPage(items, query.count(session), filters)
 

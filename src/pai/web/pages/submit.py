@@ -73,7 +73,7 @@ def editor(
     clone: str | None = None,
 ) -> HTMLResponse:
     if clone is not None:
-        with context.database.session() as session:
+        with context.database.reading() as session:
             row = find_job(session, clone)
             if not visitor.principal.may_act_for(row.username):
                 raise ForbiddenUserError(
