@@ -168,8 +168,11 @@ AppFactory = Callable[..., FastAPI]
 def serve(
     settings: Settings, *, app_factory: AppFactory = create_app, **create_app_kwargs: Any
 ) -> Iterator[RunningServer]:
-    """Run `app_factory(settings, **create_app_kwargs)` under uvicorn until the block ends."""
-    assert settings.admin_password, "tests need to know the admin password"
+    """Run `app_factory(settings, **create_app_kwargs)` under uvicorn until the block ends.
+
+    Without `settings.admin_password` the server generates the admin's password and prints it
+    once; the `admin` credentials then hold none.
+    """
     settings.home.mkdir(parents=True, exist_ok=True)
     log_path = settings.home / "server.log"
     with (
@@ -189,7 +192,7 @@ def serve(
         yield RunningServer(
             base_url=f"http://127.0.0.1:{port}",
             settings=settings,
-            admin=Credentials(ADMIN_USERNAME, settings.admin_password),
+            admin=Credentials(ADMIN_USERNAME, settings.admin_password or ""),
             log_path=log_path,
         )
 

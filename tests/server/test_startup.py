@@ -9,9 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from alembic import command
-from fastapi.testclient import TestClient
 
-from pai.server import create_app
 from pai.store import Database, head_revision
 from pai.store.database import alembic_config
 from server.harness import StartServer, serve, server_settings
@@ -80,17 +78,18 @@ def test_a_generated_admin_password_is_printed_once_and_never_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     settings = server_settings(tmp_path, admin_password=None)
-    with TestClient(create_app(settings)):
+    with serve(settings):
         pass
     printed = capsys.readouterr().out
     password = printed.split("with the password ", 1)[1].split()[0]
-    with TestClient(create_app(settings)) as client:
-        response = client.post(
-            "/api/v2/authn/basic/login", json={"username": "admin", "password": password}
+    with serve(settings) as server:
+        response = httpx.post(
+            f"{server.api_url}/authn/basic/login", json={"username": "admin", "password": password}
         )
     assert response.status_code == 200
     assert capsys.readouterr().out == ""  # the second start prints nothing
     assert password not in caplog.text
+    assert password not in server.log_path.read_text()
     for database_file in tmp_path.glob("pai.db*"):
         assert password.encode() not in database_file.read_bytes()
 
