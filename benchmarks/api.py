@@ -40,6 +40,7 @@ import httpx
 from sqlalchemy import insert
 
 from pai.cluster import cluster_from_file
+from pai.executors.local import kill_processes_under
 from pai.orchestrator import framework as fw
 from pai.orchestrator.policy import job_policy
 from pai.platform import create_platform_app
@@ -227,6 +228,8 @@ def platform(home: Path, database_url: str) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(60)
+        # Stopping the held job lets queued benchmark jobs start as the server goes down.
+        kill_processes_under(home)
 
 
 def log_in(api: str, username: str, password: str) -> httpx.Client:
@@ -313,7 +316,7 @@ def run(
     jobs: int, clients: int, per_client: int, list_requests: int, url: str | None
 ) -> dict[str, Any]:
     rng = random.Random(11)
-    with tempfile.TemporaryDirectory(prefix="pai-bench-", ignore_cleanup_errors=True) as directory:
+    with tempfile.TemporaryDirectory(prefix="pai-bench-") as directory:
         home = Path(directory)
         database_url = url or default_database_url(home)
         database = Database(database_url)

@@ -16,13 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 from rich.console import Console
 from rich.table import Table
 
 from pai.auth.sealing import SecretBox
 from pai.cluster import load_cluster
-from pai.executors.local import LocalExecutor
+from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.intents import find_job, request_stop, submit_job
 from pai.scheduler import Scheduler
@@ -151,9 +150,7 @@ def main() -> None:
             results = [bench.measure(tasks, args.runs) for tasks in SIZES]
         finally:
             bench.controller.stop()
-            for process in psutil.process_iter(["cmdline"]):
-                if directory in " ".join(process.info["cmdline"] or []):
-                    process.kill()
+            kill_processes_under(Path(directory))
             bench.database.dispose()
     if args.json:
         print(json.dumps(results))

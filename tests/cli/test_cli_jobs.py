@@ -183,6 +183,19 @@ def test_a_failed_job_explains_its_exit_code(user_pai: Pai, tmp_path: Path) -> N
     assert "reason: " in shown.stdout
 
 
+def test_a_syntax_error_shows_the_offending_source_line(user_pai: Pai, tmp_path: Path) -> None:
+    name = unique("syntax")
+    command = "python3 -c 'def broken(:'"
+
+    submitted = user_pai.run("submit", job_file(tmp_path, command_job(name, command)), "--wait")
+    shown = user_pai.run("job", name)
+
+    assert submitted.returncode == 1
+    assert "exit 231 (ContainerSyntaxError)" in shown.stdout
+    assert "def broken(:" in shown.stdout  # what the solution "fix the code at the line" means
+    assert "SyntaxError" in shown.stdout
+
+
 def test_logs_follow_the_task_as_it_writes(user_pai: Pai, tmp_path: Path) -> None:
     name = unique("talk")
     job = command_job(name, "for i in 1 2 3; do echo line-$i; sleep 0.5; done")

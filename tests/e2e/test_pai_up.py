@@ -21,8 +21,9 @@ from types import ModuleType
 import pytest
 
 from cli.pai_runner import make_pai
+from pai.executors.local import kill_processes_under
 from pai.sdk import Client
-from server.harness import LOCAL_CLUSTER_FILE, kill_processes_naming
+from server.harness import LOCAL_CLUSTER_FILE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
 ADMIN_PASSWORD = "up-Admin-password-1"
@@ -87,7 +88,7 @@ def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
     if platform.process is not None and platform.process.poll() is None:
         platform.process.send_signal(signal.SIGINT)
         platform.process.wait(timeout=30)
-    kill_processes_naming(platform.home)
+    kill_processes_under(platform.home)
 
 
 def job_file(name: str, commands: list[str]) -> str:

@@ -20,7 +20,7 @@ import pytest
 from pai.auth.sealing import SecretBox
 from pai.cluster import cluster_from_file
 from pai.executors.base import LogStream
-from pai.executors.local import LocalExecutor
+from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.framework import Backoff
 from pai.orchestrator.intents import find_job, request_stop, submit_job
@@ -116,9 +116,7 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
     platform.controller.start()
     yield platform
     platform.controller.stop()
-    for process in psutil.process_iter(["cmdline"]):
-        if str(tmp_path) in " ".join(process.info["cmdline"] or []):
-            process.kill()
+    kill_processes_under(tmp_path)
     platform.database.dispose()
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
-import os
 import secrets
 import socket
 import threading
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-import psutil
 import pytest
 import sqlalchemy
 import uvicorn
@@ -50,6 +48,7 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
 from pai.cluster import cluster_from_file
+from pai.executors.local import kill_processes_under
 from pai.platform import create_platform_app
 from pai.server import build_server, create_app
 from pai.server.logconfig import configure_logging
@@ -205,33 +204,10 @@ def serve_platform(
     left running (a stopping controller leaves them to the next start, as `pai up` does)."""
     cluster = cluster_from_file(cluster_file)
     with ExitStack() as cleanup:
-        cleanup.callback(kill_processes_naming, settings.home)
+        cleanup.callback(kill_processes_under, settings.home)
         yield cleanup.enter_context(
             serve(settings, app_factory=partial(create_platform_app, cluster=cluster))
         )
-
-
-def kill_processes_naming(directory: Path) -> None:
-    """Kill every process whose command line names a path under `directory` (the local
-    executor's task supervisors live under `PAI_HOME`), with all their descendants."""
-    under = f"{directory}{os.sep}"
-    named = [
-        process
-        for process in psutil.process_iter(["cmdline"])
-        if under in " ".join(process.info["cmdline"] or [])
-    ]
-    doomed = {process.pid: process for process in named}
-    for process in named:
-        try:
-            doomed.update({child.pid: child for child in process.children(recursive=True)})
-        except psutil.NoSuchProcess:
-            continue
-    for process in doomed.values():
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(list(doomed.values()), timeout=10)
 
 
 @contextmanager

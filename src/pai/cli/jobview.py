@@ -11,6 +11,9 @@ from rich.tree import Tree
 from pai.cli.formatting import NONE, duration, state, table, timestamp
 from pai.sdk import ExitSpec, JobDetail, JobInfo, RetryDetails, TaskStatus
 
+DIAGNOSTIC_LINES_SHOWN = 4
+"""A Python traceback ends with the file and line, the source line, a caret and the error."""
+
 
 def jobs_table(jobs: Sequence[JobInfo]) -> Table:
     result = table(
@@ -101,7 +104,7 @@ def _add_exit(
     explain: bool = True,
 ) -> None:
     """`exit CODE (Phrase)`, then for a failure why (reason), what to do (solution) and the
-    last line of the diagnostics."""
+    last lines of the diagnostics (enough for a Python error's source line and caret)."""
     style = "green" if code == 0 else "red"
     node = parent.add(Text(exit_summary(code, spec), style=style))
     if code == 0:
@@ -111,6 +114,6 @@ def _add_exit(
             node.add(f"reason: {spec.reason}")
         for step in spec.solution:
             node.add(f"solution: {step}")
-    last_lines = (diagnostics or "").strip().splitlines()[-1:]
-    for line in last_lines:
-        node.add(Text(f"diagnostics: {line}", style="dim"))
+    last_lines = (diagnostics or "").rstrip().splitlines()[-DIAGNOSTIC_LINES_SHOWN:]
+    if last_lines:
+        node.add(Text("\n".join(["diagnostics:", *last_lines]), style="dim"))

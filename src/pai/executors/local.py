@@ -269,6 +269,30 @@ class LocalExecutor(Executor):
         return result
 
 
+def kill_processes_under(directory: Path) -> None:
+    """SIGKILL every process whose command line names a path under `directory`, with all its
+    descendants. Supervisors outlive the platform by design; this ends those of a home that is
+    about to be deleted (a benchmark's or a test's)."""
+    under = f"{directory}{os.sep}"
+    named = [
+        process
+        for process in psutil.process_iter(["cmdline"])
+        if under in " ".join(process.info["cmdline"] or [])
+    ]
+    doomed = {process.pid: process for process in named}
+    for process in named:
+        try:
+            doomed.update({child.pid: child for child in process.children(recursive=True)})
+        except psutil.NoSuchProcess:
+            continue
+    for process in doomed.values():
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(list(doomed.values()), timeout=10)
+
+
 def _kill_group(started: StartedCommand) -> None:
     """SIGKILL what is left of a task's process group, sparing processes that merely reuse its
     id: only members started no earlier than the task's command are killed."""

@@ -6,7 +6,7 @@ import os
 import threading
 import zlib
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ class Database:
             self.engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False
         )
         event.listen(self._readers, "before_flush", _refuse_writes)
-        self._writers = _WriterQueue() if self.backend == "sqlite" else None
+        self._write_lock = threading.Lock() if self.backend == "sqlite" else None
 
     @property
     def backend(self) -> str:
@@ -91,8 +91,21 @@ class Database:
                 )
             yield connection
 
-    def _write_turn(self) -> AbstractContextManager[object]:
-        return self._writers.turn() if self._writers is not None else nullcontext()
+    @contextmanager
+    def _write_turn(self) -> Iterator[None]:
+        """On SQLite, wait for this process's other writers first (see the class docstring)."""
+        if self._write_lock is None:
+            yield
+            return
+        if not self._write_lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise TimeoutError(
+                f"the database stayed busy for {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s "
+                "(a transaction of this process held it)"
+            )
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     def upgrade(self, connection: Connection) -> None:
         """Apply every pending migration inside `connection`'s transaction."""
@@ -106,25 +119,6 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
-
-
-class _WriterQueue:
-    """This process's writers, one at a time, in front of SQLite's write lock."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        if not self._lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
-            raise TimeoutError(
-                f"the database stayed busy for {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s "
-                "(a transaction of this process held it)"
-            )
-        try:
-            yield
-        finally:
-            self._lock.release()
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
