@@ -49,8 +49,8 @@ def test_size_is_counted_in_utf8_bytes() -> None:
 def test_deep_nesting_is_refused() -> None:
     (problem,) = problems_of("[" * 200_000)
 
-    assert f"more than {MAX_DEPTH} levels deep" in problem.message
-    assert problem.line == 1
+    assert problem.message == f"the document nests more than {MAX_DEPTH} levels deep"
+    assert (problem.line, problem.column) == (1, MAX_DEPTH + 1)
 
 
 def test_nesting_through_aliases_counts_too() -> None:

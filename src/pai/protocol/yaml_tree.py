@@ -108,11 +108,15 @@ class _Composer:
         self._documents = 0
         self.root: Node | None = None
 
-    def compose(self) -> Node | None:
+    def compose(self, parser: type[yaml.SafeLoader] = _EventParser) -> Node | None:
         try:
-            for event in yaml.parse(self._text, Loader=_EventParser):
+            for event in yaml.parse(self._text, Loader=parser):
                 self._handle(event)
         except yaml.MarkedYAMLError as exc:
+            if _is_nesting_refusal(exc):
+                if parser is not yaml.SafeLoader:
+                    raise _ParserNestingLimit from None
+                raise _fail(_too_deep(), _mark_position(exc)) from None
             raise _fail(_describe_yaml_error(exc), _mark_position(exc)) from None
         except yaml.reader.ReaderError as exc:
             raise _fail(
@@ -148,7 +152,7 @@ class _Composer:
     def _start_collection(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent) -> None:
         start, end = _marks(event)
         if len(self._open) >= MAX_DEPTH:
-            raise _fail(f"the document nests more than {MAX_DEPTH} levels deep", position_of(start))
+            raise _fail(_too_deep(), position_of(start))
         kind = SequenceNode if isinstance(event, yaml.SequenceStartEvent) else MappingNode
         tag = event.tag
         if tag is None or tag == "!":
@@ -197,7 +201,7 @@ class _Composer:
                 where,
             )
         if depth + len(self._open) > MAX_DEPTH:
-            raise _fail(f"the document nests more than {MAX_DEPTH} levels deep", where)
+            raise _fail(_too_deep(), where)
         if not self._open:
             self.root = node
             return
@@ -211,6 +215,18 @@ class _Composer:
         else:
             parent.pairs.append((parent.pending_key, node))
             parent.pending_key = None
+
+
+class _ParserNestingLimit(Exception):
+    """The event parser refused the document's nesting before this module's own limit could."""
+
+
+def _is_nesting_refusal(exc: yaml.MarkedYAMLError) -> bool:
+    return "nesting depth" in (exc.problem or "")
+
+
+def _too_deep() -> str:
+    return f"the document nests more than {MAX_DEPTH} levels deep"
 
 
 def _mark_position(exc: yaml.MarkedYAMLError) -> Position | None:
@@ -234,4 +250,10 @@ def compose_document(text: str) -> Node | None:
     Raises ProtocolError for YAML syntax errors, a second document, an alias without anchor or
     inside its own anchor, and documents beyond MAX_NODES or MAX_DEPTH.
     """
-    return _Composer(text).compose()
+    try:
+        return _Composer(text).compose()
+    except _ParserNestingLimit:
+        # Newer libyaml (bundled since PyYAML 6.0.4) refuses nesting beyond 1,000 levels while
+        # scanning ahead, before the events that cross MAX_DEPTH reach the composer. The pure
+        # Python parser has no such limit, so it finds the level where the document crosses ours.
+        return _Composer(text).compose(yaml.SafeLoader)
