@@ -8,11 +8,6 @@ tasks with the gloo backend when torch is installed.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,85 +16,21 @@ from types import ModuleType
 import pytest
 
 from cli.pai_runner import make_pai
+from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
 from pai.executors.local import kill_processes_under
-from pai.sdk import Client
 from server.harness import LOCAL_CLUSTER_FILE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
-ADMIN_PASSWORD = "up-Admin-password-1"
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class PaiUp:
-    """`pai up` in its own process, started and killed as an operator would."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        pai = Path(sys.executable).with_name("pai")
-        env = {
-            **os.environ,
-            "PAI_HOME": str(self.home),
-            "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            # As after `source .venv/bin/activate`: tasks find this environment's python3.
-            "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        env.pop("PAI_DATABASE_URL", None)
-        self.process = subprocess.Popen(
-            [str(pai), "up", "--port", str(self.port), "--cluster", str(LOCAL_CLUSTER_FILE)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "pai up exited while starting"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("pai up did not start listening within 60 s")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def client(self) -> Client:
-        return Client.login(self.url, "admin", ADMIN_PASSWORD)
 
 
 @pytest.fixture
 def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
-    platform = PaiUp(tmp_path / "home")
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
     platform.start()
     yield platform
-    if platform.process is not None and platform.process.poll() is None:
-        platform.process.send_signal(signal.SIGINT)
-        platform.process.wait(timeout=30)
+    platform.stop()
     kill_processes_under(platform.home)
-
-
-def job_file(name: str, commands: list[str]) -> str:
-    lines = "\n".join(f"      - {command}" for command in commands)
-    return (
-        f"protocolVersion: 2\nname: {name}\ntype: job\n"
-        "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
-        "taskRoles:\n  main:\n    dockerImage: image\n"
-        "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
-        f"    commands:\n{lines}\n"
-    )
 
 
 def test_a_job_survives_a_killed_control_plane_and_finishes_once(

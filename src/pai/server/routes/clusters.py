@@ -22,8 +22,7 @@ router = APIRouter(tags=["cluster"])
 
 
 def _view(context: Context) -> ClusterView:
-    controller = context.service(Controller)
-    return ClusterView(controller.cluster, controller.snapshot(), controller.vc_jobs())
+    return ClusterView.of(context.service(Controller))
 
 
 @router.get(
