@@ -1,16 +1,20 @@
 """Submit-to-running latency of jobs of 1, 8 and 32 tasks, with real processes.
 
 A job counts as running when every one of its tasks' commands has started. The platform is
-the real one minus HTTP: a SQLite store, the controller, the HiveD scheduler and the local
-executor, on a cluster of eight CPU "nodes" (127.0.0.1..8) with eight slots each.
+the real one minus HTTP: a SQLite store, the controller, the HiveD scheduler and an executor.
+The local executor runs a cluster of eight CPU "nodes" (127.0.0.1..8) with eight slots each.
+With `--engine ray` the same jobs also run on a Ray cluster of four hosts on this machine (a
+head and four workers in network namespaces of their own, eight slots each; needs root), so
+32 tasks spread over 4 hosts, and both engines are measured in the same run.
 
-    python benchmarks/launch.py [--json] [--runs N]
+    python benchmarks/launch.py [--json] [--runs N] [--engine local|ray]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -20,19 +24,23 @@ from rich.console import Console
 from rich.table import Table
 
 from pai.auth.sealing import SecretBox
-from pai.cluster import load_cluster
+from pai.cluster import ClusterConfig, load_cluster
+from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.intents import find_job, request_stop, submit_job
+from pai.runtime.ports import PortAllocator
 from pai.scheduler import Scheduler
 from pai.store import Database
 
-NODES = 8
+LOCAL_NODES = 8
+RAY_WORKERS = 4
 SLOTS_PER_NODE = 8
 SIZES = (1, 8, 32)
 
 
-def cluster() -> object:
+def cluster(addresses: dict[str, str]) -> ClusterConfig:
+    """Nodes of eight CPU slots each, at the given addresses, all in the VC `default`."""
     return load_cluster(
         {
             "physicalCluster": {
@@ -45,12 +53,12 @@ def cluster() -> object:
                     }
                 },
                 "physicalCells": [
-                    {"cellType": "NODE", "cellAddress": f"node{i}", "nodeAddress": f"127.0.0.{i}"}
-                    for i in range(1, NODES + 1)
+                    {"cellType": "NODE", "cellAddress": name, "nodeAddress": address}
+                    for name, address in addresses.items()
                 ],
             },
             "virtualClusters": {
-                "default": {"virtualCells": [{"cellType": "NODE", "cellNumber": NODES}]}
+                "default": {"virtualCells": [{"cellType": "NODE", "cellNumber": len(addresses)}]}
             },
         }
     )
@@ -72,18 +80,21 @@ taskRoles:
 
 
 class Bench:
-    def __init__(self, home: Path) -> None:
+    def __init__(
+        self, home: Path, cluster: ClusterConfig, executor: Executor, ports: PortAllocator
+    ) -> None:
         self.database = Database(f"sqlite:///{home / 'pai.db'}")
         with self.database.exclusive() as connection:
             self.database.upgrade(connection)
-        self.cluster = cluster()
+        self.cluster = cluster
         self.box = SecretBox(b"launch-benchmark-key-0123456789abcdef")
         self.controller = Controller(
             self.database,
-            Scheduler(self.cluster),  # type: ignore[arg-type]
-            LocalExecutor(home / "executor"),
+            Scheduler(self.cluster),
+            executor,
             self.box,
             ControllerSettings(),
+            ports=ports,
         )
         self.home = home
 
@@ -91,7 +102,7 @@ class Bench:
         with self.database.session() as session:
             row = submit_job(
                 session,
-                self.cluster,  # type: ignore[arg-type]
+                self.cluster,
                 self.box,
                 username="bench",
                 text=job_text(name, tasks),
@@ -138,29 +149,80 @@ class Bench:
         }
 
 
+def run(bench: Bench, runs: int) -> list[dict[str, float]]:
+    bench.controller.start()
+    try:
+        return [bench.measure(tasks, runs) for tasks in SIZES]
+    finally:
+        bench.controller.stop()
+        bench.database.dispose()
+
+
+def measure_local(directory: Path, runs: int) -> list[dict[str, float]]:
+    home = directory / "local"
+    addresses = {f"node{i}": f"127.0.0.{i}" for i in range(1, LOCAL_NODES + 1)}
+    executor = LocalExecutor(home / "executor")
+    try:
+        return run(Bench(home, cluster(addresses), executor, PortAllocator()), runs)
+    finally:
+        kill_processes_under(home)
+
+
+def measure_ray(directory: Path, runs: int) -> list[dict[str, float]]:
+    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+
+    names = [f"w{i}" for i in range(1, RAY_WORKERS + 1)]
+    workers = [WorkerSpec(name, cpus=SLOTS_PER_NODE) for name in names]
+    with RaySandbox(directory / "ray", workers) as sandbox:
+        os.environ.update(sandbox.env)  # Ray reads its token when it is imported
+        from pai.executors.ray.executor import RayExecutor, connect
+
+        connect(sandbox.address, "pai-bench")
+        hosts = cluster({name: sandbox.worker_address(name) for name in names})
+        home = directory / "ray-home"
+        executor = RayExecutor(hosts, home / "executor", node_dir=sandbox.root / "nodes")
+        try:
+            return run(Bench(home, hosts, executor, PortAllocator(probe=None)), runs)
+        finally:
+            executor.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--runs", type=int, default=20, help="jobs submitted per size")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pai-launch-bench-") as directory:
-        bench = Bench(Path(directory))
-        bench.controller.start()
-        try:
-            results = [bench.measure(tasks, args.runs) for tasks in SIZES]
-        finally:
-            bench.controller.stop()
-            kill_processes_under(Path(directory))
-            bench.database.dispose()
+    # Short: Ray's socket paths live under it and must stay within the kernel's 107 bytes.
+    with tempfile.TemporaryDirectory(prefix="pai-launch-", dir="/tmp") as directory:
+        local = measure_local(Path(directory), args.runs)
+        if args.engine == "local":
+            if args.json:
+                print(json.dumps(local))
+            else:
+                Console().print(table("Submit to running, local executor", local))
+            return
+        on_ray = measure_ray(Path(directory), args.runs)
+    ratios = {
+        str(ray_row["tasks"]): round(ray_row["p50_ms"] / local_row["p50_ms"], 2)
+        for local_row, ray_row in zip(local, on_ray, strict=True)
+    }
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps({"local": local, "ray": on_ray, "ray_to_local_p50": ratios}))
         return
-    table = Table(title="Submit to running (all tasks started), local executor")
+    console = Console()
+    console.print(table(f"Submit to running, local executor ({LOCAL_NODES} nodes)", local))
+    console.print(table(f"Submit to running, Ray ({RAY_WORKERS} hosts)", on_ray))
+    console.print(f"Ray p50 / local p50 by tasks: {ratios}")
+
+
+def table(title: str, results: list[dict[str, float]]) -> Table:
+    shown = Table(title=title)
     for column in ("tasks", "p50 ms", "p99 ms", "tasks/s"):
-        table.add_column(column, justify="right")
+        shown.add_column(column, justify="right")
     for row in results:
-        table.add_row(*(str(row[key]) for key in ("tasks", "p50_ms", "p99_ms", "tasks_per_second")))
-    Console().print(table)
+        shown.add_row(*(str(row[key]) for key in ("tasks", "p50_ms", "p99_ms", "tasks_per_second")))
+    return shown
 
 
 if __name__ == "__main__":

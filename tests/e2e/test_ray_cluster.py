@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cli.pai_runner import make_pai
@@ -24,6 +25,7 @@ from e2e.pai_process import ADMIN_PASSWORD, PaiUp
 from pai.sdk import Client
 from pai.sdk.errors import NotFoundError
 from pai.sdk.job_models import JobDetail
+from web.portal_client import send_login
 
 pytestmark = pytest.mark.slow
 
@@ -90,9 +92,13 @@ def platform(sandbox: object) -> Iterator[PaiUp]:
 
 
 @pytest.fixture
-def client(platform: PaiUp) -> Iterator[Client]:
+def client(sandbox: object, platform: PaiUp) -> Iterator[Client]:
     with platform.client() as connected:
         yield connected
+        # A test that failed with a worker stopped must not fail the next ones too.
+        for worker in WORKERS:
+            if not sandbox.is_running(worker):  # type: ignore[attr-defined]
+                restore(sandbox, connected, worker)
 
 
 def alive(client: Client) -> set[str]:
@@ -163,6 +169,11 @@ def test_nodes_come_from_ray_with_their_addresses_and_a_missing_one_is_named(
     assert shown.returncode == 0, shown.stderr
     assert "alive" in shown.stdout and "gone" in shown.stdout
     assert f"w3: node w3 ({MISSING_NODE_ADDRESS}) is not in the Ray cluster" in shown.stdout
+    with httpx.Client(base_url=platform.url) as browser:
+        assert send_login(browser, "admin", ADMIN_PASSWORD).status_code == 303
+        page = browser.get("/cluster").text
+    assert page.count('badge-ok">alive<') == 2 and 'badge-bad">gone<' in page
+    assert missing.engine_message in page
 
 
 SERVER = """
@@ -258,7 +269,7 @@ def test_logs_are_read_while_running_and_after_the_worker_is_gone(
     go = tmp_path / "go"
     client.submit(gpu_job("chatty", {"main": (1, 1, FOLLOWED.format(go=go))}))
     wait_until(lambda: "first line" in log_so_far(client, "chatty"), "the first line, running")
-    assert client.job("chatty").state == "RUNNING"
+    wait_until(lambda: client.job("chatty").state == "RUNNING", "the job shown running")
     go.touch()
     assert client.wait("chatty", timeout=WAIT, poll=0.3).state == "SUCCEEDED"
     worker = node_running(client, "chatty")

@@ -133,6 +133,7 @@ def test_nodes_list_their_leaf_cells(as_alice: httpx.Client) -> None:
     ]
     for node in nodes:
         assert node["healthy"] and node["skuType"] == "CPU"
+        assert (node["engineState"], node["engineMessage"]) == ("alive", "")
         assert node["leaves"]["total"] == 4
         assert node["leaves"]["used"] + node["leaves"]["free"] == 4
         assert node["gpus"] == {"total": 0, "used": 0, "free": 0}

@@ -132,12 +132,13 @@ class LocalExecutor(Executor):
             process.stdin.close()
         except BrokenPipeError:
             log.warning("task %s: its supervisor exited before reading the script", task.key)
-        if self._config.detach:
-            process.wait()  # it exits once the detached supervisor has recorded itself
         tracked = _Tracked(files, started_reported=False)
-        if not self._config.detach:
-            tracked.process = process
         with self._lock:
+            if self._config.detach:
+                # It exits once the detached supervisor has recorded itself; reaped later.
+                self._exiting.append(process)
+            else:
+                tracked.process = process
             self._live[task.key] = tracked
 
     def _start_supervisor(self, files: TaskFiles, log_dir: Path) -> subprocess.Popen[bytes]:
@@ -255,7 +256,12 @@ class LocalExecutor(Executor):
         if tracked.process is not None and tracked.process.poll() is not None:
             return False
         identity = tracked.files.supervisor()
-        return identity is not None and identity.alive()
+        if identity is not None and identity.alive():
+            return True
+        # A detached supervisor records itself in place of its starter just before the starter
+        # exits: a dead starter read a moment ago may already have been replaced.
+        recorded = tracked.files.supervisor()
+        return recorded is not None and recorded != identity and recorded.alive()
 
     def _reap_exited_supervisors(self) -> None:
         self._exiting = [process for process in self._exiting if process.poll() is None]

@@ -6,8 +6,8 @@ exits, and a task must outlive a restart of its agent. And each supervisor has t
 as its lifeline: when the raylet ends, the node has left the cluster, PAI retries its tasks
 elsewhere, and they must not go on here.
 
-The control plane pulls everything else with `poll(ack)`: the log output of the node's tasks and
-their events, in that order and numbered. What a reply carried is dropped only once the next
+The control plane pulls everything else with `poll(ack)`: the events and log output of the
+node's tasks, numbered, a task's output after its start and before its end. What a reply carried is dropped only once the next
 poll acknowledges it, so a reply lost on the way is sent again: nothing is lost or applied twice.
 New output is read only when everything before it was acknowledged, so an agent that nobody
 polls holds no more than one reply's worth. This module does not import Ray: the control plane
@@ -174,7 +174,11 @@ class NodeAgent:
         self._readers[key] = readers
 
     def _gather(self) -> None:
+        """A task's start, then its output, then its end."""
         events = self._executor.events()
+        for event in events:
+            if event.kind is TaskEventKind.STARTED:
+                self._number(event)
         ended = {event.key for event in events if event.kind is TaskEventKind.FINISHED}
         for key in list(self._readers):
             if key in ended:
@@ -186,7 +190,8 @@ class NodeAgent:
                 if data:
                     self._number(LogChunk(key, stream, data))
         for event in events:
-            self._number(event)
+            if event.kind is TaskEventKind.FINISHED:
+                self._number(event)
 
     def _drain(self, key: str) -> list[LogChunk]:
         """The rest of an ended task's output; it stops being followed."""

@@ -122,6 +122,10 @@ class RaySandbox:
         """Kill every process of the worker, tasks included, as a machine going down would."""
         _kill_all(_namespace_pids(self.namespace(name)))
 
+    def is_running(self, name: str) -> bool:
+        """Whether anything runs on the worker (stopped: nothing does)."""
+        return bool(_namespace_pids(self.namespace(name)))
+
     def start_worker(self, name: str) -> None:
         """Start (again) the worker's Ray node; it joins the cluster with a new node id."""
         _finish(self._worker_process(name))
