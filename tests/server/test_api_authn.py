@@ -35,8 +35,9 @@ def test_info_describes_the_server(pai_server: RunningServer) -> None:
         assert client.get("/info").json() == {
             "name": "PAI RESTful API",
             "version": pai.__version__,
-            "launcherType": "local",
+            "launcherType": "k8s",
             "authnMethod": "basic",
+            "executor": "local",
         }
         assert client.get("/authn/info").json() == {
             "authn_type": "basic",
@@ -129,7 +130,9 @@ def test_token_list_describes_live_tokens_by_hash_only(
     with pai_server.client(user_token) as client:
         response = client.get("/tokens")
     assert response.status_code == 200
-    listed = {entry["tokenHash"]: entry for entry in response.json()["tokens"]}
+    body = response.json()
+    listed = {entry["tokenHash"]: entry for entry in body["details"]}
+    assert body["tokens"] == list(listed)  # OpenPAI's list: what DELETE /tokens/{token} takes
     user_entry = listed[hashlib.sha256(user_token.encode()).hexdigest()]
     app_entry = listed[hashlib.sha256(app_token.encode()).hexdigest()]
     assert user_entry["application"] is False
