@@ -1,94 +1,29 @@
 """`pai up` as a user runs it: a separate process, driven by the `pai` SDK over HTTP.
 
-The control plane is killed with SIGKILL while a job runs, started again on the same home, and
-the job finishes exactly once with its log intact. The PyTorch DDP example trains across two
-tasks with the gloo backend when torch is installed.
+The control plane is killed with SIGKILL while jobs run and clients hold connections to it,
+started again at once on the same home and port, and the jobs finish exactly once with their
+logs intact. The PyTorch DDP example trains across two tasks with the gloo backend when torch is
+installed.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, closing
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from cli.pai_runner import make_pai
-from pai.executors.local import kill_processes_under
-from pai.sdk import Client
-from server.harness import LOCAL_CLUSTER_FILE
+from e2e.pai_up import ADMIN_PASSWORD, PaiUp
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
-ADMIN_PASSWORD = "up-Admin-password-1"
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class PaiUp:
-    """`pai up` in its own process, started and killed as an operator would."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        pai = Path(sys.executable).with_name("pai")
-        env = {
-            **os.environ,
-            "PAI_HOME": str(self.home),
-            "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            # As after `source .venv/bin/activate`: tasks find this environment's python3.
-            "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        env.pop("PAI_DATABASE_URL", None)
-        self.process = subprocess.Popen(
-            [str(pai), "up", "--port", str(self.port), "--cluster", str(LOCAL_CLUSTER_FILE)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "pai up exited while starting"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("pai up did not start listening within 60 s")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def client(self) -> Client:
-        return Client.login(self.url, "admin", ADMIN_PASSWORD)
-
-
-@pytest.fixture
-def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
-    platform = PaiUp(tmp_path / "home")
-    platform.start()
-    yield platform
-    if platform.process is not None and platform.process.poll() is None:
-        platform.process.send_signal(signal.SIGINT)
-        platform.process.wait(timeout=30)
-    kill_processes_under(platform.home)
 
 
 def job_file(name: str, commands: list[str]) -> str:
@@ -102,30 +37,45 @@ def job_file(name: str, commands: list[str]) -> str:
     )
 
 
-def test_a_job_survives_a_killed_control_plane_and_finishes_once(
+def held_connections(port: int) -> Iterator[socket.socket | http.client.HTTPConnection]:
+    """What clients leave open on a server: two idle keep-alive connections after a request
+    each, and one in the middle of sending a request."""
+    for _ in range(2):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/api/v2/info")
+        connection.getresponse().read()
+        yield connection
+    partial = socket.create_connection(("127.0.0.1", port), timeout=10)
+    partial.sendall(b"GET /api/v2/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    yield partial
+
+
+def test_killed_with_clients_connected_it_restarts_at_once_and_jobs_finish_once(
     pai_up: PaiUp, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
+    names = ["survivor-a", "survivor-b"]
     with pai_up.client() as client:
-        client.submit(
-            job_file(
-                "survivor",
-                [f"echo run >> {runs}", "echo before the crash", "sleep 4", "echo after the crash"],
-            )
-        )
+        for name in names:
+            commands = [f"echo {name} >> {runs}", "echo before the crash", "sleep 4"]
+            client.submit(job_file(name, [*commands, "echo after the crash"]))
         deadline = time.monotonic() + 30
-        while client.job("survivor").job_status.state != "RUNNING":
-            assert time.monotonic() < deadline, "the job never started"
+        while any(client.job(name).job_status.state != "RUNNING" for name in names):
+            assert time.monotonic() < deadline, "the jobs never started"
             time.sleep(0.1)
-    pai_up.kill()
-    pai_up.start()
+    with ExitStack() as clients:
+        for connection in held_connections(pai_up.port):
+            clients.enter_context(closing(connection))
+        pai_up.kill()
+        pai_up.start()  # at once, on the same port, while the dead server's connections linger
     with pai_up.client() as client:
-        detail = client.wait("survivor", timeout=60, poll=0.2)
-        assert detail.job_status.state == "SUCCEEDED"
-        assert detail.job_status.retries == 0
-        log = client.logs("survivor", role="main")
-    assert runs.read_text() == "run\n"
-    assert "before the crash" in log and "after the crash" in log
+        for name in names:
+            detail = client.wait(name, timeout=60, poll=0.2)
+            assert detail.job_status.state == "SUCCEEDED"
+            assert detail.job_status.retries == 0
+            log = client.logs(name, role="main")
+            assert "before the crash" in log and "after the crash" in log
+    assert sorted(runs.read_text().splitlines()) == names
 
 
 def test_the_pytorch_ddp_example_trains_on_two_tasks(
