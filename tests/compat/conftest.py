@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from server.harness import RunningServer, serve_platform, server_settings
 
 PACKAGE = Path(__file__).parent / "openpai-sdk"
 """package.json and package-lock.json of the installation."""
@@ -64,3 +66,11 @@ def openpai_rest_schema(openpai_sdk: Path) -> dict[str, Any]:
     """OpenPAI's REST API v2 description (OpenAPI 3.0), as the SDK package ships it."""
     schema: dict[str, Any] = yaml.safe_load((openpai_sdk / SDK / SCHEMA_IN_SDK).read_text())
     return schema
+
+
+@pytest.fixture(scope="module")
+def platform_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The whole platform on the four-node cluster file, for one test module (SQLite: what
+    is checked here is the shape of answers, which no database changes)."""
+    with serve_platform(server_settings(tmp_path_factory.mktemp("pai-home"))) as server:
+        yield server

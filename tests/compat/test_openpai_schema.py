@@ -20,13 +20,7 @@ import pytest
 import yaml
 
 from compat.openapi30 import OpenApiDocument
-from server.harness import (
-    Account,
-    RunningServer,
-    bearer_auth,
-    serve_platform,
-    server_settings,
-)
+from server.harness import Account, RunningServer, bearer_auth
 from server.jobapi import submit, wait_for
 
 NOT_IMPLEMENTED = {
@@ -81,25 +75,24 @@ class Platform:
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    settings = server_settings(tmp_path_factory.mktemp("pai-home"))
-    with serve_platform(settings) as server:
-        alice = Account.create(server, username="alice")
-        with (
-            server.client(server.admin_token()) as admin,
-            server.client(alice.token) as as_alice,
-            server.client() as anonymous,
-        ):
-            jobs = {
-                "ended": job_file("ended", "echo hello"),
-                "running": job_file("running", "sleep 600"),
-                "stoppable": job_file("stoppable", "sleep 600"),
-            }
-            names = {key: submit(as_alice, text) for key, text in jobs.items()}
-            wait_for(as_alice, names["ended"], {"SUCCEEDED"})
-            wait_for(as_alice, names["running"], {"RUNNING"})
-            wait_for(as_alice, names["stoppable"], {"RUNNING"})
-            yield Platform(server, admin, alice, as_alice, anonymous, **names)
+def platform(platform_server: RunningServer) -> Iterator[Platform]:
+    server = platform_server
+    alice = Account.create(server, username="alice")
+    with (
+        server.client(server.admin_token()) as admin,
+        server.client(alice.token) as as_alice,
+        server.client() as anonymous,
+    ):
+        jobs = {
+            "ended": job_file("ended", "echo hello"),
+            "running": job_file("running", "sleep 600"),
+            "stoppable": job_file("stoppable", "sleep 600"),
+        }
+        names = {key: submit(as_alice, text) for key, text in jobs.items()}
+        wait_for(as_alice, names["ended"], {"SUCCEEDED"})
+        wait_for(as_alice, names["running"], {"RUNNING"})
+        wait_for(as_alice, names["stoppable"], {"RUNNING"})
+        yield Platform(server, admin, alice, as_alice, anonymous, **names)
 
 
 @pytest.fixture(scope="module")

@@ -175,7 +175,7 @@ def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority
             for role in members
         )
         offers = ", ".join(
-            f"'{sku.name}' {_amounts(sku.gpu, sku.cpu, sku.memory_mb)}"
+            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})"
             for sku in map(cluster.sku_types.__getitem__, skus)
         )
         raise RequestRefused(
