@@ -83,7 +83,7 @@ class Bench:
             Scheduler(self.cluster),  # type: ignore[arg-type]
             LocalExecutor(home / "executor"),
             self.box,
-            ControllerSettings(home=home),
+            ControllerSettings(),
         )
         self.home = home
 

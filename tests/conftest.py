@@ -11,9 +11,8 @@ import pytest
 STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 
 # A real API server for any test that needs one (fixtures pai_server, start_pai_server,
-# pai_database_url); see tests/server/harness.py. `pai up` in its own process (fixture
-# pai_up); see tests/e2e/pai_up.py.
-pytest_plugins = ["server.harness", "e2e.pai_up"]
+# pai_database_url); see tests/server/harness.py.
+pytest_plugins = ["server.harness"]
 
 
 def require(available: bool, reason: str) -> None:

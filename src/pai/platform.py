@@ -1,10 +1,12 @@
 """The composition root: one process serving the API and the portal and running the controller
-with the local executor, as `pai up` starts it (and the tests start it on a free port)."""
+with the engine that runs tasks (processes on this machine, or a Ray cluster), as `pai up`
+starts it (and the tests start it on a free port)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -12,9 +14,12 @@ from starlette.concurrency import run_in_threadpool
 from pai.auth.sealing import SecretBox
 from pai.auth.secret import load_secret_key
 from pai.cluster.model import ClusterConfig
+from pai.errors import ConfigurationError
+from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.runtime.exitspec import ExitSpecSource
+from pai.runtime.ports import PortAllocator
 from pai.scheduler.scheduler import Scheduler
 from pai.server import create_app
 from pai.server.context import ServerContext
@@ -25,16 +30,59 @@ EXIT_SPEC_FILE = "exit-spec.yaml"
 """An administrator's additions to the exit spec, in `$PAI_HOME`; reloaded when it changes."""
 
 
-def build_controller(settings: Settings, cluster: ClusterConfig, database: Database) -> Controller:
-    exit_specs = ExitSpecSource(settings.home / EXIT_SPEC_FILE)
-    return Controller(
-        database,
-        Scheduler(cluster),
-        LocalExecutor(settings.home / "executor", exit_specs=exit_specs),
-        SecretBox(load_secret_key(settings)),
-        ControllerSettings(home=settings.home),
+@dataclass(frozen=True)
+class Engine:
+    """Where tasks run: the executor, how task ports are found free, and how to let go."""
+
+    executor: Executor
+    ports: PortAllocator
+    close: Callable[[], None]
+
+
+def open_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
+    if settings.engine == "ray":
+        return _ray_engine(settings, cluster, exit_specs)
+    local = LocalExecutor(settings.home / "executor", exit_specs=exit_specs)
+    return Engine(local, PortAllocator(), close=lambda: None)
+
+
+def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
+    try:
+        import ray
+
+        from pai.executors.ray.executor import RayExecutor, connect
+    except ImportError:
+        raise ConfigurationError(
+            "PAI_ENGINE=ray needs Ray on this machine: pip install 'pai[ray]'"
+        ) from None
+    assert settings.ray_address is not None  # Settings checks it
+    if not ray.is_initialized():
+        connect(settings.ray_address, settings.ray_namespace)
+    executor = RayExecutor(
+        cluster,
+        settings.home / "executor" / "ray",
+        node_dir=settings.ray_node_dir,
         exit_specs=exit_specs,
     )
+    # Ports are on other machines: the task's supervisor checks them when the task starts.
+    return Engine(executor, PortAllocator(probe=None), close=executor.close)
+
+
+def build_controller(
+    settings: Settings, cluster: ClusterConfig, database: Database
+) -> tuple[Controller, Engine]:
+    exit_specs = ExitSpecSource(settings.home / EXIT_SPEC_FILE)
+    engine = open_engine(settings, cluster, exit_specs)
+    controller = Controller(
+        database,
+        Scheduler(cluster),
+        engine.executor,
+        SecretBox(load_secret_key(settings)),
+        ControllerSettings(),
+        exit_specs=exit_specs,
+        ports=engine.ports,
+    )
+    return controller, engine
 
 
 def create_platform_app(
@@ -45,7 +93,7 @@ def create_platform_app(
     from pai.web.routes import router as portal
 
     database = Database(settings.database_url)
-    controller = build_controller(settings, cluster, database)
+    controller, engine = build_controller(settings, cluster, database)
 
     @asynccontextmanager
     async def run_controller(_context: ServerContext) -> AsyncIterator[None]:
@@ -54,6 +102,7 @@ def create_platform_app(
             yield
         finally:
             await run_in_threadpool(controller.stop)
+            await run_in_threadpool(engine.close)
             database.dispose()
 
     return create_app(

@@ -14,6 +14,12 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_LOGIN_RATE_LIMIT`: login attempts per client address per minute; 20.
 - `PAI_SUBMISSION_RATE_LIMIT`: job submissions per user per hour; 60.
 - `PAI_LOG_LEVEL`: DEBUG, INFO, WARNING or ERROR; INFO.
+- `PAI_ENGINE`: where tasks run: `local` (processes on this machine, the default) or `ray` (the
+  machines of a Ray cluster, see docs/deploy.md).
+- `PAI_RAY_ADDRESS`: the Ray cluster's head, `HOST:PORT` (required with `PAI_ENGINE=ray`).
+- `PAI_RAY_NAMESPACE`: Ray namespace of PAI's agents; `pai`.
+- `PAI_RAY_NODE_DIR`: absolute directory on every Ray node for PAI's agent state and the tasks'
+  working and log directories; `/tmp/pai-node`.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from pai.errors import ConfigurationError
 MIN_SECRET_KEY_LENGTH = 32
 MIN_PASSWORD_LENGTH = 6
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+ENGINES = ("local", "ray")
+DEFAULT_RAY_NODE_DIR = Path("/tmp/pai-node")
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,10 @@ class Settings:
     login_rate_limit: int = 20
     submission_rate_limit: int = 60
     log_level: str = "INFO"
+    engine: str = "local"
+    ray_address: str | None = None
+    ray_namespace: str = "pai"
+    ray_node_dir: Path = DEFAULT_RAY_NODE_DIR
 
     def __post_init__(self) -> None:
         if self.admin_password is not None and len(self.admin_password) < MIN_PASSWORD_LENGTH:
@@ -65,6 +77,20 @@ class Settings:
             raise ConfigurationError(
                 f"PAI_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
             )
+        if self.engine not in ENGINES:
+            raise ConfigurationError(
+                f"PAI_ENGINE: must be one of {', '.join(ENGINES)}, got {self.engine!r}"
+            )
+        if self.engine == "ray" and not self.ray_address:
+            raise ConfigurationError(
+                "PAI_RAY_ADDRESS: the Ray engine needs the address of the Ray cluster's head, "
+                "HOST:PORT (as `ray start --head` printed it)"
+            )
+        if not self.ray_node_dir.is_absolute():
+            raise ConfigurationError(
+                f"PAI_RAY_NODE_DIR: must be an absolute path (the same on every node), "
+                f"got {str(self.ray_node_dir)!r}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -80,6 +106,10 @@ class Settings:
             login_rate_limit=_int(env, "PAI_LOGIN_RATE_LIMIT", cls.login_rate_limit),
             submission_rate_limit=_int(env, "PAI_SUBMISSION_RATE_LIMIT", cls.submission_rate_limit),
             log_level=(env.get("PAI_LOG_LEVEL") or cls.log_level).upper(),
+            engine=(env.get("PAI_ENGINE") or cls.engine).lower(),
+            ray_address=env.get("PAI_RAY_ADDRESS") or None,
+            ray_namespace=env.get("PAI_RAY_NAMESPACE") or cls.ray_namespace,
+            ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 
 from pai.cluster import detect_local_cluster
-from pai.cluster.detect import MachineResources, cluster_for_machine
+from pai.cluster.detect import Machine, MachineResources, cluster_for_machine, cluster_for_machines
 
 
 def test_this_machine_without_gpus_runs_cpu_slots_in_the_default_vc() -> None:
@@ -28,3 +28,40 @@ def test_a_gpu_machine_gets_one_leaf_per_gpu_with_its_share_of_the_host() -> Non
     sku = cluster.sku_types["A100-SXM4-40GB"]
     assert (sku.gpu, sku.cpu, sku.memory_mb) == (1, 8, 64_000)
     assert cluster.nodes[0].leaf_indices == (0, 1, 2, 3)
+
+
+def test_machines_of_several_shapes_get_one_node_type_each_all_in_the_default_vc() -> None:
+    v100 = MachineResources(cpus=32, memory_mb=256_000, gpu_model="V100", gpu_count=8)
+    small_v100 = MachineResources(cpus=16, memory_mb=128_000, gpu_model="V100", gpu_count=4)
+    cpu_box = MachineResources(cpus=4, memory_mb=8_000, gpu_model=None, gpu_count=0)
+    machines = [
+        Machine("g1", "10.0.0.1", v100),
+        Machine("g2", "10.0.0.2", v100),
+        Machine("g3", "10.0.0.3", small_v100),
+        Machine("c1", "10.0.0.4", cpu_box),
+    ]
+
+    cluster = cluster_for_machines(machines, source="test")
+
+    # Both V100 shapes give a GPU the same share of its host, so they share one SKU.
+    assert set(cluster.sku_types) == {"V100", "CPU"}
+    shapes = {node.name: (node.sku_type, len(node.leaf_indices)) for node in cluster.nodes}
+    assert shapes == {"g1": ("V100", 8), "g2": ("V100", 8), "g3": ("V100", 4), "c1": ("CPU", 4)}
+    assert {node.name: node.address for node in cluster.nodes}["g3"] == "10.0.0.3"
+    (vc,) = cluster.virtual_clusters.values()
+    owned = {cell.cell_type: cell.number for cell in vc.virtual_cells}
+    assert owned == {"V100-8-NODE": 2, "V100-4-NODE": 1, "CPU-NODE": 1}
+
+
+def test_machines_whose_gpus_get_different_shares_get_numbered_skus() -> None:
+    roomy = MachineResources(cpus=64, memory_mb=512_000, gpu_model="A100", gpu_count=8)
+    tight = MachineResources(cpus=16, memory_mb=128_000, gpu_model="A100", gpu_count=8)
+
+    cluster = cluster_for_machines(
+        [Machine("a", "10.0.0.1", roomy), Machine("b", "10.0.0.2", tight)], source="test"
+    )
+
+    by_node = {node.name: cluster.sku_types[node.sku_type] for node in cluster.nodes}
+    assert (by_node["a"].cpu, by_node["b"].cpu) == (8, 2)
+    assert by_node["a"].name != by_node["b"].name
+    assert {sku.name for sku in by_node.values()} == {"A100-1", "A100-2"}

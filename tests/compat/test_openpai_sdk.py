@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from e2e.pai_up import ADMIN_PASSWORD, PaiUp
+from e2e.pai_process import ADMIN_PASSWORD, PaiUp
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "openpai_sdk_scenario.js"

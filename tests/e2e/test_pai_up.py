@@ -20,21 +20,21 @@ from types import ModuleType
 import pytest
 
 from cli.pai_runner import make_pai
-from e2e.pai_up import ADMIN_PASSWORD, PaiUp
+from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
+from pai.executors.local import kill_processes_under
+from server.harness import LOCAL_CLUSTER_FILE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
 pytestmark = pytest.mark.slow
 
 
-def job_file(name: str, commands: list[str]) -> str:
-    lines = "\n".join(f"      - {command}" for command in commands)
-    return (
-        f"protocolVersion: 2\nname: {name}\ntype: job\n"
-        "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
-        "taskRoles:\n  main:\n    dockerImage: image\n"
-        "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
-        f"    commands:\n{lines}\n"
-    )
+@pytest.fixture
+def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
+    platform.start()
+    yield platform
+    platform.stop()
+    kill_processes_under(platform.home)
 
 
 def held_connections(port: int) -> Iterator[socket.socket | http.client.HTTPConnection]:

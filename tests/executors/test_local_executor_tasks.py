@@ -60,7 +60,7 @@ def test_runtime_log_says_the_image_is_not_used(harness: Harness) -> None:
 
     runtime_log = harness.executor.logs("image-task", LogStream.RUNTIME).decode()
     assert "pytorch/pytorch:2.1 is recorded only" in runtime_log
-    assert "directly on the host" in runtime_log
+    assert "directly on the node's host" in runtime_log
 
 
 def test_python_syntax_error_fails_permanently_with_the_offending_line(harness: Harness) -> None:

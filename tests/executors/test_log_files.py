@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pai.executors.logfiles import CappedLogWriter, follow_log, read_log
+from pai.executors.logfiles import CappedLogWriter, LogReader, follow_log, read_log
 
 
 def numbered_lines(count: int) -> list[bytes]:
@@ -77,3 +77,32 @@ def test_follow_starts_from_the_tail(tmp_path: Path) -> None:
 
     assert b"".join(follow_log(path, lambda: True, tail=9)) == b"new line\n"
     assert b"".join(follow_log(path, lambda: True)) == b""
+
+
+def test_a_reader_polled_between_writes_sees_everything_across_rotations(tmp_path: Path) -> None:
+    path = tmp_path / "user-stdout"
+    reader = LogReader(path)
+    assert reader.read() == b""  # the stream does not exist yet
+    writer = CappedLogWriter(path, cap_bytes=200)
+    lines = numbered_lines(60)  # 660 bytes: several rotations of 100-byte segments
+
+    seen = b""
+    for line in lines:
+        writer.write(line)
+        while data := reader.read(7):  # small reads: a rotation falls inside one of them
+            seen += data
+    writer.close()
+    reader.close()
+
+    assert seen == b"".join(lines)
+
+
+def test_a_reader_can_start_where_an_earlier_copy_ended(tmp_path: Path) -> None:
+    path = tmp_path / "user-stdout"
+    path.write_bytes(b"copied already\nnew\n")
+
+    resumed, at_end = LogReader(path, start=len(b"copied already\n")), LogReader(path, start=None)
+
+    assert (resumed.read(), at_end.read()) == (b"new\n", b"")
+    resumed.close()
+    at_end.close()

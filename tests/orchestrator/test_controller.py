@@ -51,7 +51,7 @@ class Platform:
             Scheduler(self.cluster),
             LocalExecutor(self.home / "executor"),
             self.box,
-            ControllerSettings(home=self.home, poll_interval=0.05, backoff=Backoff(1, 2)),
+            ControllerSettings(poll_interval=0.05, backoff=Backoff(1, 2)),
         )
 
     def restart(self) -> None:

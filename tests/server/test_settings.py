@@ -17,6 +17,7 @@ def test_defaults_put_everything_under_pai_home(tmp_path: Path) -> None:
     assert (settings.admin_password, settings.secret_key) == (None, None)
     assert (settings.token_max_expiration, settings.login_rate_limit) == (604800, 20)
     assert (settings.submission_rate_limit, settings.log_level) == (60, "INFO")
+    assert (settings.engine, settings.ray_node_dir) == ("local", Path("/tmp/pai-node"))
 
 
 def test_every_variable_is_read(tmp_path: Path) -> None:
@@ -30,12 +31,18 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "PAI_LOGIN_RATE_LIMIT": "5",
             "PAI_SUBMISSION_RATE_LIMIT": "100",
             "PAI_LOG_LEVEL": "debug",
+            "PAI_ENGINE": "Ray",
+            "PAI_RAY_ADDRESS": "10.0.0.1:6379",
+            "PAI_RAY_NAMESPACE": "team-a",
+            "PAI_RAY_NODE_DIR": "/var/lib/pai",
         }
     )
     assert settings.database_url == "postgresql+psycopg://pai@127.0.0.1/pai"
     assert (settings.admin_password, settings.secret_key) == ("initial-pw", "s" * 32)
     assert (settings.token_max_expiration, settings.login_rate_limit) == (3600, 5)
     assert (settings.submission_rate_limit, settings.log_level) == (100, "DEBUG")
+    assert (settings.engine, settings.ray_address) == ("ray", "10.0.0.1:6379")
+    assert (settings.ray_namespace, settings.ray_node_dir) == ("team-a", Path("/var/lib/pai"))
 
 
 def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
@@ -55,6 +62,9 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
         ("PAI_ADMIN_PASSWORD", "abc", "PAI_ADMIN_PASSWORD: must be at least 6 characters"),
         ("PAI_SECRET_KEY", "short", "PAI_SECRET_KEY: must be at least 32 characters"),
         ("PAI_LOG_LEVEL", "loud", "PAI_LOG_LEVEL: must be one of"),
+        ("PAI_ENGINE", "slurm", "PAI_ENGINE: must be one of local, ray, got 'slurm'"),
+        ("PAI_ENGINE", "ray", "PAI_RAY_ADDRESS: the Ray engine needs the address"),
+        ("PAI_RAY_NODE_DIR", "pai-node", "PAI_RAY_NODE_DIR: must be an absolute path"),
     ],
 )
 def test_a_bad_value_names_its_variable(

@@ -25,14 +25,18 @@ def vc(server: ServerOption = None, as_json: JsonOption = False) -> None:
 
 
 def cluster(server: ServerOption = None, as_json: JsonOption = False) -> None:
-    """Show the nodes (health, GPUs and cells used and free, usage per VC) and the VCs."""
+    """Show the nodes (address, state, GPUs and cells used and free, usage per VC) and the
+    VCs; a node that is gone or bad is explained below the table."""
     with connect(server) as client:
         nodes = client.nodes()
         clusters = client.virtual_clusters()
     if as_json:
         print_json({"nodes": nodes, "virtualClusters": clusters})
         return
-    out().print(Group(nodes_table(nodes), Text(""), vc_table(clusters)))
+    problems = [
+        Text(f"{node.name}: {node.engine_message}") for node in nodes if node.engine_message
+    ]
+    out().print(Group(nodes_table(nodes), *problems, Text(""), vc_table(clusters)))
 
 
 def vc_table(clusters: Mapping[str, VirtualCluster]) -> Table:
@@ -54,14 +58,14 @@ def vc_table(clusters: Mapping[str, VirtualCluster]) -> Table:
 
 
 def nodes_table(nodes: Sequence[Node]) -> Table:
-    result = table("NODE", "ADDRESS", "HEALTH", "SKU", "GPUS USED", "CELLS USED", "BY VC", "JOBS")
+    result = table("NODE", "ADDRESS", "STATE", "SKU", "GPUS USED", "CELLS USED", "BY VC", "JOBS")
     for node in nodes:
         by_vc = Counter(leaf.vc or NONE for leaf in node.usage)
         jobs = sorted({leaf.job for leaf in node.usage if leaf.job})
         result.add_row(
             node.name,
             node.address,
-            Text("healthy", "green") if node.healthy else Text("unhealthy", "bold red"),
+            node_state(node),
             node.sku_type or NONE,
             usage_bar(node.gpus.used, node.gpus.total, width=10),
             usage_bar(node.leaves.used, node.leaves.total, width=10),
@@ -69,3 +73,13 @@ def nodes_table(nodes: Sequence[Node]) -> Table:
             ", ".join(jobs) or NONE,
         )
     return result
+
+
+STATE_STYLES = {"alive": "green", "gone": "bold red", "bad": "bold yellow"}
+
+
+def node_state(node: Node) -> Text:
+    """The engine's state of the node, and whether the scheduler still avoids it."""
+    if node.engine_state == "alive" and not node.healthy:
+        return Text("alive, unhealthy", "bold yellow")
+    return Text(node.engine_state, STATE_STYLES.get(node.engine_state, ""))

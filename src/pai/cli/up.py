@@ -16,6 +16,7 @@ from rich.table import Table
 from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_cluster
 from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
+from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
 from pai.server.logconfig import configure_logging
 from pai.settings import Settings
 
@@ -36,20 +37,32 @@ def up(
         Path | None,
         typer.Option(
             help="Cluster file (HiveD format). Default: the last one used with this home, "
-            "else this machine as a one-node cluster."
+            "else this machine as a one-node cluster (with --engine ray: Ray's nodes)."
         ),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Where tasks run: 'local' (processes on this machine) or 'ray' (the machines "
+            "of a Ray cluster). Default: $PAI_ENGINE, else local."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="The Ray cluster's head, HOST:PORT. Default: $PAI_RAY_ADDRESS."),
+    ] = None,
 ) -> None:
-    """Start PAI here: the REST API, the portal, the controller and the local executor.
+    """Start PAI here: the REST API, the portal, the controller and the engine that runs tasks.
 
     Ctrl-C stops the platform; running tasks keep running and the next `pai up` with the
     same home picks them up again.
     """
     try:
-        settings = _settings(home)
-        chosen = _cluster(settings.home, cluster)
+        settings = _settings(home, engine=engine, ray_address=ray_address)
         _check_port_free(host, port)
-    except (ConfigurationError, ClusterConfigError, OSError) as problem:
+        ray_nodes = _join_ray(settings) if settings.engine == "ray" else None
+        chosen = _cluster(settings.home, cluster, ray_nodes)
+    except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(1) from None
 
@@ -61,20 +74,43 @@ def up(
         configure_logging(settings.log_level, log_file)
         app = create_platform_app(settings, chosen)
         _announce(host, port, settings, chosen, log_path)
+        if ray_nodes is not None:
+            console.print(ray_nodes_table(chosen, ray_nodes))
         build_server(app, host=host, port=port).run()
     console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
 
 
-def _settings(home: Path | None) -> Settings:
+def _settings(home: Path | None, **options: str | None) -> Settings:
     environ = dict(os.environ)
     if home is not None:
         environ["PAI_HOME"] = str(home)
+    for name, value in options.items():
+        if value is not None:
+            environ[f"PAI_{name.upper()}"] = value
     settings = Settings.from_env(environ)
     settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     return settings
 
 
-def _cluster(home: Path, given: Path | None) -> ClusterConfig:
+def _join_ray(settings: Settings) -> list[RayNode]:
+    """Join the Ray cluster as this process's driver and read its nodes."""
+    try:
+        from pai.executors.ray.executor import RayEngineError, connect
+    except ImportError:
+        raise ConfigurationError(
+            "--engine ray needs Ray on this machine: pip install 'pai[ray]'"
+        ) from None
+    assert settings.ray_address is not None  # Settings checks it
+    console.print(f"Joining the Ray cluster at {settings.ray_address} ...")
+    try:
+        return connect(settings.ray_address, settings.ray_namespace)
+    except RayEngineError as error:
+        raise ConfigurationError(str(error)) from None
+
+
+def _cluster(home: Path, given: Path | None, ray_nodes: list[RayNode] | None) -> ClusterConfig:
+    """The cluster file given (kept for the next start), else the one kept, else what the
+    engine has: this machine, or Ray's live nodes."""
     kept = home / CLUSTER_FILE
     if given is not None:
         config = cluster_from_file(given)  # validate before replacing the kept copy
@@ -83,7 +119,23 @@ def _cluster(home: Path, given: Path | None) -> ClusterConfig:
         return config
     if kept.exists():
         return cluster_from_file(kept)
+    if ray_nodes is not None:
+        return cluster_from_ray(ray_nodes)
     return detect_local_cluster()
+
+
+def ray_nodes_table(cluster: ClusterConfig, ray_nodes: list[RayNode]) -> Table:
+    """Each node of the cluster file against Ray's: what PAI may use, and why not."""
+    table = Table(title="Nodes in the Ray cluster", show_edge=False)
+    for column in ("node", "address", "state", "Ray reports"):
+        table.add_column(column)
+    matches = match_nodes(cluster, ray_nodes)
+    for spec in cluster.nodes:
+        match = matches[spec.name]
+        reported = match.ray_node.describe() if match.ray_node else "-"
+        state = match.state.condition.value
+        table.add_row(spec.name, spec.address, state, match.state.message or reported)
+    return table
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -104,6 +156,12 @@ def _check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def _engine_line(settings: Settings) -> str:
+    if settings.engine == "ray":
+        return f"ray, cluster at {settings.ray_address}, node directory {settings.ray_node_dir}"
+    return "local (tasks run as processes on this machine)"
+
+
 def _announce(
     host: str, port: int, settings: Settings, cluster: ClusterConfig, log_path: Path
 ) -> None:
@@ -116,6 +174,7 @@ def _announce(
         table.add_row(name, cells or "-", ", ".join(vc.pinned_cells) or "-")
     console.print(f"[bold]PAI[/bold] is starting at [link={url}]{url}[/link]")
     console.print(f"  home:    {settings.home}")
+    console.print(f"  engine:  {_engine_line(settings)}")
     console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
     console.print(f"  log:     {log_path}")
     console.print(table)

@@ -161,6 +161,27 @@ class TaskStatus:
     result: TaskResult | None = None
 
 
+class NodeCondition(StrEnum):
+    """A node as the engine that runs tasks sees it."""
+
+    ALIVE = "alive"  # the engine has the node, as large as the cluster file says
+    GONE = "gone"  # the engine does not have it: never joined, stopped, crashed or unreachable
+    BAD = "bad"  # the engine has it, but it cannot take PAI's tasks (smaller than declared, ...)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node of the cluster file as the engine sees it; `message` says why when not alive."""
+
+    node: str
+    condition: NodeCondition
+    message: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.condition is NodeCondition.ALIVE
+
+
 class Executor(Protocol):
     """Runs task attempts and reports on them. Implementations must be safe to call from the
     controller's thread while other threads read logs."""
@@ -169,8 +190,16 @@ class Executor(Protocol):
     """What separates a task from its node, shown with every task: "host" (commands run
     directly on the machine, `dockerImage` only recorded), "container" or "simulated"."""
 
+    def attempt_dir(self, node: str, job: str, key: str) -> Path:
+        """Where the working and log directories of attempt `key` of `job` go, on `node`."""
+
+    def node_states(self) -> Mapping[str, NodeState]:
+        """The engine's view of the cluster file's nodes, by name; a node left out is alive.
+        Cheap (the controller asks every pass); it changes when nodes leave or join."""
+
     def launch(self, task: TaskLaunch) -> None:
-        """Start the task attempt and return at once; a key launched before raises ExecutorError."""
+        """Start the task attempt and return at once; a key launched before raises ExecutorError.
+        A launch that fails later ends the task with a FINISHED event saying why."""
 
     def kill(self, key: str, reason: KillReason) -> None:
         """Ask the task to end (SIGTERM, then SIGKILL after a grace period) and return at once;

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from pai.executors.base import (
     ExecutorError,
     KillReason,
     LogStream,
+    NodeState,
     TaskEvent,
     TaskEventKind,
     TaskLaunch,
@@ -78,12 +79,16 @@ class LocalExecutor(Executor):
         self,
         state_dir: Path,
         *,
+        jobs_dir: Path | None = None,
         config: SupervisorConfig | None = None,
         exit_specs: ExitSpecSource | None = None,
         liveness_interval: float = 1.0,
     ) -> None:
+        """`jobs_dir` holds the attempts' working and log directories; by default `jobs` beside
+        `state_dir` (both in `$PAI_HOME` when the platform runs it)."""
         self._tasks_dir = state_dir / TASKS_DIR
         self._tasks_dir.mkdir(parents=True, exist_ok=True)
+        self._jobs_dir = jobs_dir or state_dir.parent / "jobs"
         self._exit_specs = exit_specs or ExitSpecSource()
         admin_path = self._exit_specs.admin_path
         # Supervisors classify with the same administrator's rules as the control plane.
@@ -94,6 +99,12 @@ class LocalExecutor(Executor):
         self._lock = threading.Lock()
         self._live: dict[str, _Tracked] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []
+
+    def attempt_dir(self, node: str, job: str, key: str) -> Path:
+        return self._jobs_dir / job / check_task_key(key)
+
+    def node_states(self) -> Mapping[str, NodeState]:
+        return {}  # every node is an address of this machine, alive while PAI runs
 
     def launch(self, task: TaskLaunch) -> None:
         files = TaskFiles(self._tasks_dir / check_task_key(task.key))
@@ -121,8 +132,13 @@ class LocalExecutor(Executor):
             process.stdin.close()
         except BrokenPipeError:
             log.warning("task %s: its supervisor exited before reading the script", task.key)
+        if self._config.detach:
+            process.wait()  # it exits once the detached supervisor has recorded itself
+        tracked = _Tracked(files, started_reported=False)
+        if not self._config.detach:
+            tracked.process = process
         with self._lock:
-            self._live[task.key] = _Tracked(files, started_reported=False, process=process)
+            self._live[task.key] = tracked
 
     def _start_supervisor(self, files: TaskFiles, log_dir: Path) -> subprocess.Popen[bytes]:
         """The supervisor, in a session of its own: a signal to the platform's process group
@@ -207,7 +223,7 @@ class LocalExecutor(Executor):
     def logs(
         self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None
     ) -> bytes:
-        return read_log(self._log_path(key, stream), tail)
+        return read_log(self.log_path(key, stream), tail)
 
     def follow_logs(
         self,
@@ -219,7 +235,7 @@ class LocalExecutor(Executor):
     ) -> Iterator[bytes]:
         files = self._files(key)
         return follow_log(
-            self._log_path(key, stream), files.has_result, tail=tail, poll_interval=poll_interval
+            self.log_path(key, stream), files.has_result, tail=tail, poll_interval=poll_interval
         )
 
     def _files(self, key: str) -> TaskFiles:
@@ -228,7 +244,8 @@ class LocalExecutor(Executor):
             raise UnknownTaskError(f"no task attempt {key!r} was launched here")
         return files
 
-    def _log_path(self, key: str, stream: LogStream) -> Path:
+    def log_path(self, key: str, stream: LogStream) -> Path:
+        """Where a task attempt's stream is written."""
         record = self._files(key).launch()
         if record is None:
             raise UnknownTaskError(f"task attempt {key!r} has no launch record")

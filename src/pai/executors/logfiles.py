@@ -68,6 +68,50 @@ def read_log(path: Path, tail: int | None = None) -> bytes:
     return b""
 
 
+class LogReader:
+    """Reads a stream as it is written, without blocking: each `read` returns what was written
+    since the last one (possibly nothing), following the writer across rotations.
+
+    It starts `start` bytes into the segment being written when it is first found (or at its
+    end, with `start=None`). The stream need not exist yet.
+    """
+
+    def __init__(self, path: Path, *, start: int | None = 0) -> None:
+        self._path = path
+        self._start = start
+        self._current: BinaryIO | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def open(self) -> BinaryIO | None:
+        """The segment being read, opened at the start position on the first call that finds
+        the stream; None while the stream does not exist."""
+        if self._current is None:
+            try:
+                self._current = open(self._path, "rb")  # noqa: SIM115 - closed in close()
+            except FileNotFoundError:
+                return None
+            size = os.fstat(self._current.fileno()).st_size
+            self._current.seek(size if self._start is None else min(self._start, size))
+        return self._current
+
+    def read(self, limit: int = READ_CHUNK) -> bytes:
+        current = self.open()
+        while current is not None:
+            data = current.read(limit)
+            if data or not _was_rotated(self._path, current):
+                return data
+            current = self._current = _next_segment(self._path, current)
+        return b""
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+            self._current = None
+
+
 def follow_log(
     path: Path,
     finished: Callable[[], bool],
@@ -80,41 +124,31 @@ def follow_log(
 
     `finished` must only turn true once the writer has closed the stream.
     """
-    current = _wait_for(path, finished, poll_interval)
-    if current is None:
-        return
+    reader = LogReader(path, start=None)
     try:
-        size = os.fstat(current.fileno()).st_size
-        if tail != 0:
-            head = _retained(path, current, size, tail)
-            if head:
-                yield head
-        current.seek(size)
         while True:
-            done = finished()  # decided before reading, so what was written before is read below
-            data = current.read(READ_CHUNK)
-            if data:
-                yield data
-                continue
-            if _was_rotated(path, current):
-                current = _next_segment(path, current)
-                continue
+            done = finished()  # decided before looking, so a stream written meanwhile is read
+            current = reader.open()
+            if current is not None:
+                break
             if done:
                 return
             time.sleep(poll_interval)
+        if tail != 0:
+            head = _retained(path, current, current.tell(), tail)
+            if head:
+                yield head
+        while True:
+            done = finished()  # decided before reading, so what was written before is read below
+            data = reader.read()
+            if data:
+                yield data
+            elif done:
+                return
+            else:
+                time.sleep(poll_interval)
     finally:
-        current.close()
-
-
-def _wait_for(path: Path, finished: Callable[[], bool], poll_interval: float) -> BinaryIO | None:
-    while True:
-        done = finished()
-        try:
-            return open(path, "rb")
-        except FileNotFoundError:
-            if done:
-                return None
-        time.sleep(poll_interval)
+        reader.close()
 
 
 def _retained(path: Path, current: BinaryIO | None, size: int, tail: int | None) -> bytes | None:

@@ -71,6 +71,7 @@ class _Ending(Enum):
     EXITED = "exited"
     STOPPED = "stopped"
     OUT_OF_MEMORY = "out of memory"
+    LIFELINE_LOST = "lifeline lost"
 
 
 class Supervisor:
@@ -99,8 +100,8 @@ class Supervisor:
             f"node {record.node} ({record.address})"
         )
         self._note(
-            f"docker image {record.docker_image or '(none)'} is recorded only: the local "
-            "executor runs the task's commands directly on the host"
+            f"docker image {record.docker_image or '(none)'} is recorded only: PAI runs the "
+            "task's commands directly on the node's host"
         )
         try:
             classification = self._run_task()
@@ -122,6 +123,8 @@ class Supervisor:
         return 0
 
     def _run_task(self) -> Classification:
+        if self._lifeline_lost():
+            return self._lifeline_lost_classification(None)
         busy = [
             port
             for ports in self._record.ports.values()
@@ -155,6 +158,8 @@ class Supervisor:
             return self._stopped_classification(status)
         if ending is _Ending.OUT_OF_MEMORY:
             return self._out_of_memory_classification(status)
+        if ending is _Ending.LIFELINE_LOST:
+            return self._lifeline_lost_classification(status)
         return self._spec().classify(
             status,
             self._read_log(LogStream.ALL, self._config.classify_tail_bytes),
@@ -219,6 +224,10 @@ class Supervisor:
             if self._stop_signal is not None:
                 self._terminate(process)
                 return _Ending.STOPPED
+            if self._lifeline_lost():
+                self._note("the node's engine process ended: stopping the task")
+                self._terminate(process)
+                return _Ending.LIFELINE_LOST
             if limit is not None:
                 resident = _tree_resident_bytes(os.getpid())
                 if resident > limit:
@@ -280,6 +289,19 @@ class Supervisor:
             code = ExitCode.POD_EXTERNAL_DELETED
         self._note(message)
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))
+
+    def _lifeline_lost(self) -> bool:
+        lifeline = self._config.lifeline
+        return lifeline is not None and not lifeline.alive()
+
+    def _lifeline_lost_classification(self, status: int | None) -> Classification:
+        lifeline = self._config.lifeline
+        pid = lifeline.pid if lifeline else None
+        message = f"the node left the cluster: its engine process (pid {pid}) ended"
+        self._note(message)
+        return self._spec().for_code(
+            ExitCode.POD_NODE_LOST, origin_exit_code=status, diagnostics=(message,)
+        )
 
     def _out_of_memory_classification(self, status: int) -> Classification:
         message = (
@@ -439,7 +461,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     script = sys.stdin.buffer.read()
     sys.stdin.close()
+    if record.config.detach:
+        _detach(files)
     return Supervisor(files, record, script).run()
+
+
+def _detach(files: TaskFiles) -> None:
+    """Go on in a child in a session of its own and let this process exit once that child has
+    recorded itself, so the supervisor is no longer a child of whoever started it."""
+    ready, signal_ready = os.pipe()
+    if os.fork() > 0:
+        os.close(signal_ready)
+        os.read(ready, 1)
+        os._exit(0)
+    os.close(ready)
+    os.setsid()
+    identity = ProcessIdentity.of(os.getpid())
+    assert identity is not None
+    files.write_supervisor(identity)
+    os.write(signal_ready, b"1")
+    os.close(signal_ready)
 
 
 if __name__ == "__main__":

@@ -61,12 +61,36 @@ class SupervisorConfig:
     classify_tail_bytes: int = MIB
     inherit_env: tuple[str, ...] = DEFAULT_INHERITED_ENV
     exit_spec_path: str | None = None  # the administrator's exit spec, if any
+    # A process whose end ends the task (under Ray: the node's raylet, so that no task outlives
+    # its node's membership in the cluster, when PAI has already retried it elsewhere).
+    lifeline: ProcessIdentity | None = None
+    # The supervisor leaves the tree of the process that starts it (Ray kills a worker's children
+    # when the worker exits, and a task must outlive the Ray worker that started it).
+    detach: bool = False
 
     def __post_init__(self) -> None:
         if self.log_cap_bytes < 2:
             raise ValueError(f"log_cap_bytes must be at least 2, got {self.log_cap_bytes}")
         if self.stop_grace_seconds < 0 or self.poll_interval <= 0:
             raise ValueError("stop_grace_seconds must be >= 0 and poll_interval > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **vars(self),
+            "inherit_env": list(self.inherit_env),
+            "lifeline": self.lifeline.to_dict() if self.lifeline else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SupervisorConfig:
+        lifeline = data.get("lifeline")
+        return cls(
+            **{
+                **data,
+                "inherit_env": tuple(data["inherit_env"]),
+                "lifeline": ProcessIdentity.from_dict(lifeline) if lifeline else None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -121,13 +145,12 @@ class LaunchRecord:
             gpus=list(self.gpus),
             ports={label: list(ports) for label, ports in self.ports.items()},
             launched_at=self.launched_at.isoformat(),
-            config={**vars(self.config), "inherit_env": list(self.config.inherit_env)},
+            config=self.config.to_dict(),
         )
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LaunchRecord:
-        config = dict(data["config"])
         return cls(
             **{
                 **data,
@@ -136,9 +159,7 @@ class LaunchRecord:
                 "gpus": tuple(data["gpus"]),
                 "ports": {label: tuple(ports) for label, ports in data["ports"].items()},
                 "launched_at": datetime.fromisoformat(data["launched_at"]),
-                "config": SupervisorConfig(
-                    **{**config, "inherit_env": tuple(config["inherit_env"])}
-                ),
+                "config": SupervisorConfig.from_dict(data["config"]),
             }
         )
 

@@ -14,17 +14,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
 from pai.auth.sealing import SecretBox
 from pai.cluster.model import ClusterConfig
-from pai.executors.base import Executor, KillReason, TaskEvent, TaskEventKind, TaskPhase
+from pai.executors.base import (
+    Executor,
+    KillReason,
+    NodeState,
+    TaskEvent,
+    TaskEventKind,
+    TaskPhase,
+)
 from pai.orchestrator import framework as fw
 from pai.orchestrator.active import (
     ActiveJob,
@@ -61,7 +67,6 @@ _KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    home: Path
     poll_interval: float = 0.1
     intent_check_interval: float = 1.0
     backoff: fw.Backoff = field(default_factory=fw.Backoff)
@@ -110,6 +115,7 @@ class Controller:
         self._new_demand: set[int] = set()  # jobs that asked for cells since the last pass
         self._snapshot = scheduler.snapshot()
         self._vc_jobs: dict[str, VcJobs] = {}
+        self._node_states: dict[str, NodeState] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -157,6 +163,10 @@ class Controller:
         """Running and waiting jobs per VC after the last pass."""
         return self._vc_jobs
 
+    def node_states(self) -> Mapping[str, NodeState]:
+        """Each node as the engine sees it (nodes left out are alive), after the last pass."""
+        return self._node_states
+
     def _loop(self) -> None:
         while not self._stopping.is_set():
             woken = self._wake.wait(self.settings.poll_interval)
@@ -180,6 +190,7 @@ class Controller:
         for key, classification in self._late_exits:
             self._on_exit(key, classification, now)
         self._late_exits.clear()
+        self._follow_node_states()
         for event in self.executor.events():
             self._on_executor_event(event, now)
         for job in list(self._jobs.values()):
@@ -192,6 +203,29 @@ class Controller:
         self._run_effects()
         if changed:
             self._publish()
+
+    # -- nodes ------------------------------------------------------------------------------------
+
+    def _follow_node_states(self) -> None:
+        """Nodes the engine lost, or that cannot take tasks, get no new placements (their tasks
+        end through the executor's events); a node that is usable again takes them at once."""
+        states = self.executor.node_states()
+        if states == self._node_states:
+            return
+        for name, state in states.items():
+            before = self._node_states.get(name)
+            if before is not None and before.usable == state.usable:
+                continue
+            if before is None and state.usable:
+                continue  # nodes start healthy
+            self.scheduler.set_node_health(name, state.usable)
+            if state.usable:
+                log.info("node %s can take tasks again", name)
+                self._schedule_needed = True
+            else:
+                log.warning("node %s takes no new tasks: %s", name, state.message)
+        self._node_states = dict(states)
+        self._publish()
 
     # -- intents ----------------------------------------------------------------------------------
 
@@ -442,7 +476,7 @@ class Controller:
             key = task_key(job, task)
             try:
                 secrets = self._secrets_of(job)
-                self.executor.launch(build_launch(job, task, secrets, self.settings.home))
+                self.executor.launch(build_launch(job, task, secrets, self.executor.attempt_dir))
             except Exception as error:
                 log.warning("%s: launching %s failed: %s", job.framework_name, task, error)
                 code = ExitCode.POD_CREATION_TRANSIENT_ERROR

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,13 @@ def assign_ports(
 
 
 def build_launch(
-    job: ActiveJob, task: fw.TaskKey, secrets: Mapping[str, Any], home: Path
+    job: ActiveJob,
+    task: fw.TaskKey,
+    secrets: Mapping[str, Any],
+    attempt_dir: Callable[[str, str, str], Path],
 ) -> TaskLaunch:
-    """The launch of the current attempt of `task`, which must have its placement recorded.
+    """The launch of the current attempt of `task`, which must have its placement recorded;
+    its working and log directories go where `attempt_dir(node, job, key)` says.
 
     Peers are those tasks of the current job attempt that have a placement (all of them under
     gang allocation). Secrets are substituted into the script here and nowhere else.
@@ -69,8 +73,8 @@ def build_launch(
         virtual_cluster=job.spec.virtual_cluster,
         job_attempt=machine.attempt.attempt_id,
     )
-    attempt_dir = home / "jobs" / job.framework_name / where["key"]
-    working_dir = attempt_dir / "work"
+    directory = attempt_dir(where["node"], job.framework_name, where["key"])
+    working_dir = directory / "work"
     role = job.spec.task_roles[task[0]]
     env = build_task_env(
         identity,
@@ -94,7 +98,7 @@ def build_launch(
         script=task_script_for_role(spec, task[0]),
         env=env,
         working_dir=working_dir,
-        log_dir=attempt_dir / "logs",
+        log_dir=directory / "logs",
         memory_mb=role.resource_per_instance.memory_mb,
         gpus=tuple(where["gpus"]),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},

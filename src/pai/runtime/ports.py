@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 DEFAULT_PORT_RANGE = (15000, 40000)
@@ -57,12 +57,19 @@ class PortAllocator:
     """
 
     def __init__(
-        self, start: int = DEFAULT_PORT_RANGE[0], end: int = DEFAULT_PORT_RANGE[1]
+        self,
+        start: int = DEFAULT_PORT_RANGE[0],
+        end: int = DEFAULT_PORT_RANGE[1],
+        *,
+        probe: Callable[[str, int], bool] | None = is_port_free,
     ) -> None:
+        """`probe(address, port)` says whether a port is free on a node; None when nodes are
+        other machines, whose ports only the task's supervisor can check (and does, at start)."""
         if not 1024 <= start < end <= 65536:
             raise ValueError(f"port range [{start}, {end}) must lie within [1024, 65536)")
         self._start = start
         self._end = end
+        self._probe = probe
         self._lock = threading.Lock()
         self._held: dict[str, dict[int, str]] = {}  # node -> port -> owner
         self._owned: dict[str, PortAssignment] = {}
@@ -148,7 +155,7 @@ class PortAllocator:
             if len(found) == count:
                 break
             port = self._start + (cursor - self._start + step) % span
-            if port not in held and is_port_free(address, port):
+            if port not in held and (self._probe is None or self._probe(address, port)):
                 found.append(port)
         if found:
             self._cursor[node] = self._start + (found[-1] + 1 - self._start) % span

@@ -82,6 +82,9 @@ class Node(ApiModel):
     name: str
     address: str = ""
     healthy: bool = True
+    engine_state: str = "alive"
+    """alive, gone (not in the engine's cluster) or bad (there, but unable to take tasks)."""
+    engine_message: str = ""
     sku_type: str | None = None
     leaves: Counts = Field(default_factory=Counts)
     gpus: Counts = Field(default_factory=Counts)

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from pai.cluster.model import ClusterConfig, SkuType, VirtualClusterSpec
 from pai.errors import NoVirtualClusterError
-from pai.orchestrator.controller import VcJobs
+from pai.executors.base import NodeCondition, NodeState
+from pai.orchestrator.controller import Controller, VcJobs
 from pai.scheduler.types import ClusterSnapshot, NodeSnapshot
 
 
@@ -89,7 +90,13 @@ class LeafUsage(BaseModel):
 class NodeInfo(BaseModel):
     name: str
     address: str
-    healthy: bool
+    healthy: bool = Field(description="Whether the scheduler places new tasks on the node.")
+    engineState: NodeCondition = Field(
+        description="The node as the engine that runs tasks sees it: alive, gone (not in the "
+        "cluster: never joined, stopped, crashed or unreachable) or bad (there, but unable to "
+        "take tasks, e.g. smaller than the cluster file says)."
+    )
+    engineMessage: str = Field(description="Why the node is gone or bad; empty when alive.")
     skuType: str
     leaves: Counts
     gpus: Counts
@@ -120,12 +127,27 @@ class ClusterView:
     """One snapshot of the cluster, rendered."""
 
     def __init__(
-        self, cluster: ClusterConfig, snapshot: ClusterSnapshot, vc_jobs: Mapping[str, VcJobs]
+        self,
+        cluster: ClusterConfig,
+        snapshot: ClusterSnapshot,
+        vc_jobs: Mapping[str, VcJobs],
+        node_states: Mapping[str, NodeState] | None = None,
     ) -> None:
         self._cluster = cluster
         self._snapshot = snapshot
         self._vc_jobs = vc_jobs
+        self._node_states = node_states or {}
         self._has_gpus = any(sku.gpu > 0 for sku in cluster.sku_types.values())
+
+    @classmethod
+    def of(cls, controller: Controller) -> ClusterView:
+        """The controller's view after its last pass."""
+        return cls(
+            controller.cluster,
+            controller.snapshot(),
+            controller.vc_jobs(),
+            controller.node_states(),
+        )
 
     def virtual_clusters(self) -> dict[str, VirtualClusterInfo]:
         usage = self._usage_by_vc()
@@ -160,11 +182,14 @@ class ClusterView:
         result = []
         for node in self._snapshot.nodes:
             gpus = self._cluster.sku_types[node.sku_type].gpu
+            engine = self._node_states.get(node.name, NodeState(node.name, NodeCondition.ALIVE))
             result.append(
                 NodeInfo(
                     name=node.name,
                     address=node.address,
                     healthy=node.healthy,
+                    engineState=engine.condition,
+                    engineMessage=engine.message,
                     skuType=node.sku_type,
                     leaves=Counts(
                         total=node.total_leaves, used=node.used_leaves, free=node.free_leaves

@@ -40,11 +40,7 @@ class Capacity:
 
     @classmethod
     def of(cls, context: ServerContext) -> Capacity:
-        controller = context.service(Controller)
-        return cls(
-            ClusterView(controller.cluster, controller.snapshot(), controller.vc_jobs()),
-            gpus=has_gpus(context),
-        )
+        return cls(ClusterView.of(context.service(Controller)), gpus=has_gpus(context))
 
     @property
     def unit(self) -> str:

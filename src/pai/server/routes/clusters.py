@@ -24,8 +24,7 @@ router.include_router(kubernetes.router)  # the same cluster, as Kubernetes list
 
 
 def _view(context: Context) -> ClusterView:
-    controller = context.service(Controller)
-    return ClusterView(controller.cluster, controller.snapshot(), controller.vc_jobs())
+    return ClusterView.of(context.service(Controller))
 
 
 @router.get(

@@ -1,0 +1,202 @@
+"""The agent of one node: a detached Ray actor, pinned to its node, that runs the node's tasks.
+
+It runs them as the local executor does on one machine, each under PAI's supervisor, with two
+differences. Supervisors start detached: Ray kills a worker's child processes when the worker
+exits, and a task must outlive a restart of its agent. And each supervisor has the node's raylet
+as its lifeline: when the raylet ends, the node has left the cluster, PAI retries its tasks
+elsewhere, and they must not go on here.
+
+The control plane pulls everything else with `poll(ack)`: the log output of the node's tasks and
+their events, in that order and numbered. What a reply carried is dropped only once the next
+poll acknowledges it, so a reply lost on the way is sent again: nothing is lost or applied twice.
+New output is read only when everything before it was acknowledged, so an agent that nobody
+polls holds no more than one reply's worth. This module does not import Ray: the control plane
+turns the class into an actor (see `pai.executors.ray.executor`).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pai import __version__
+from pai.executors.base import (
+    KillReason,
+    LogStream,
+    TaskEvent,
+    TaskEventKind,
+    TaskLaunch,
+    TaskPhase,
+    TaskStatus,
+)
+from pai.executors.local import LocalExecutor
+from pai.executors.logfiles import LogReader, previous_segment
+from pai.executors.taskfiles import ProcessIdentity, SupervisorConfig
+from pai.runtime.exitspec import ExitSpecSource
+
+EXIT_SPEC_FILE = "exit-spec.yaml"
+MIB = 1024 * 1024
+LIVE_READ_BYTES = MIB
+"""How much of one running task's stream one poll reads: a task that writes faster than this
+is followed at this rate (its node keeps the newest output, up to the log cap)."""
+REPLY_BYTES = 4 * MIB
+"""About the most log data one reply carries; the rest follows in the next ones."""
+RESUME_NOTE = (
+    "[pai] the control plane restarted while this task ran, after its log had rotated: "
+    "output written meanwhile may be missing here from this point\n"
+)
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Output of one stream of a task, in the order it was written."""
+
+    key: str
+    stream: LogStream
+    data: bytes
+
+
+Item = LogChunk | TaskEvent
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    node: str
+    incarnation: str
+    """New each time the actor starts: a new one means it restarted and lost what it held."""
+    version: str
+    root: str
+
+
+@dataclass(frozen=True)
+class Report:
+    incarnation: str
+    items: tuple[tuple[int, Item], ...]
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """The node's task attempts, and the rest of the output of those the control plane asked
+    to resume that have finished."""
+
+    statuses: tuple[TaskStatus, ...]
+    chunks: tuple[LogChunk, ...]
+
+
+class NodeAgent:
+    """Runs one node's tasks; every method is called by the control plane through Ray."""
+
+    def __init__(self, node: str, node_dir: str, supervisor: dict[str, Any]) -> None:
+        self._root = Path(node_dir).expanduser() / node
+        self._node = node
+        self._exit_spec_path = self._root / EXIT_SPEC_FILE
+        raylet = ProcessIdentity.of(os.getppid())  # Ray starts its workers from the raylet
+        config = replace(SupervisorConfig.from_dict(supervisor), lifeline=raylet, detach=True)
+        self._executor = LocalExecutor(
+            self._root / "executor",
+            jobs_dir=self._root / "jobs",
+            config=config,
+            exit_specs=ExitSpecSource(self._exit_spec_path),
+        )
+        self._incarnation = uuid.uuid4().hex
+        self._outbox: list[tuple[int, Item]] = []
+        self._last_number = 0
+        self._readers: dict[str, dict[LogStream, LogReader]] = {}
+
+    def info(self) -> AgentInfo:
+        return AgentInfo(self._node, self._incarnation, __version__, str(self._root))
+
+    def set_exit_spec(self, text: str | None) -> None:
+        """The administrator's additions to the exit spec, used by the tasks started after."""
+        if text is None:
+            self._exit_spec_path.unlink(missing_ok=True)
+            return
+        temporary = self._exit_spec_path.with_suffix(".tmp")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, self._exit_spec_path)
+
+    def launch(self, task: TaskLaunch) -> None:
+        self._executor.launch(task)
+        self._follow(task.key, {})
+
+    def kill(self, key: str, reason: KillReason) -> None:
+        self._executor.kill(key, reason)
+
+    def poll(self, ack: int) -> Report:
+        """What happened since the last acknowledged reply (`ack`: its last number)."""
+        self._outbox = [(number, item) for number, item in self._outbox if number > ack]
+        if not self._outbox:
+            self._gather()
+        reply: list[tuple[int, Item]] = []
+        size = 0
+        for number, item in self._outbox:
+            if reply and size >= REPLY_BYTES:
+                break
+            reply.append((number, item))
+            size += len(item.data) if isinstance(item, LogChunk) else 0
+        return Report(self._incarnation, tuple(reply))
+
+    def recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
+        """Start over with a control plane that (re)connects: every task attempt of the node,
+        and the output of each attempt in `resume` from where the control plane's copy ends
+        (bytes into each stream's current segment, None when that copy has rotated)."""
+        self._outbox.clear()
+        for readers in self._readers.values():
+            for reader in readers.values():
+                reader.close()
+        self._readers.clear()
+        statuses = tuple(self._executor.recover())
+        chunks: list[LogChunk] = []
+        for status in statuses:
+            if status.key not in resume and status.phase is TaskPhase.FINISHED:
+                continue
+            self._follow(status.key, resume.get(status.key, {}))
+            if status.phase is TaskPhase.FINISHED:
+                chunks += self._drain(status.key)
+        return Recovery(statuses, tuple(chunks))
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _follow(self, key: str, starts: dict[str, int | None]) -> None:
+        readers = {}
+        for stream in LogStream:
+            path = self._executor.log_path(key, stream)
+            start = starts.get(stream.value, 0)
+            if start is None or (start > 0 and previous_segment(path).exists()):
+                # The copy's end cannot be found in a rotated log: go on from the log's end and
+                # say so in the copy (not in the task's own log).
+                start = None
+                self._number(LogChunk(key, stream, RESUME_NOTE.encode()))
+            readers[stream] = LogReader(path, start=start)
+        self._readers[key] = readers
+
+    def _gather(self) -> None:
+        events = self._executor.events()
+        ended = {event.key for event in events if event.kind is TaskEventKind.FINISHED}
+        for key in list(self._readers):
+            if key in ended:
+                for chunk in self._drain(key):
+                    self._number(chunk)
+                continue
+            for stream, reader in self._readers[key].items():
+                data = reader.read(LIVE_READ_BYTES)
+                if data:
+                    self._number(LogChunk(key, stream, data))
+        for event in events:
+            self._number(event)
+
+    def _drain(self, key: str) -> list[LogChunk]:
+        """The rest of an ended task's output; it stops being followed."""
+        chunks = []
+        for stream, reader in self._readers.pop(key, {}).items():
+            while data := reader.read(MIB):
+                chunks.append(LogChunk(key, stream, data))
+            reader.close()
+        return chunks
+
+    def _number(self, item: Item) -> None:
+        self._last_number += 1
+        self._outbox.append((self._last_number, item))

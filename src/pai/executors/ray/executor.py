@@ -1,0 +1,537 @@
+"""`RayExecutor`: the control plane's side of the Ray engine.
+
+It keeps one link per node of the cluster file. A node is usable once Ray has a live node with
+its address (or name), as large as the cluster file says, and PAI's agent runs on it: a detached
+actor named after the node and its Ray node id, pinned there with hard node affinity. Launches
+and stops go to the agent at once (Ray runs one caller's calls to an actor in order); a
+background thread polls every agent for its tasks' events and output, keeps a copy of every log
+(`LogMirror`), and watches Ray's node list. A node that leaves Ray ends its tasks with the
+retryable code of a lost node, and is usable again when it rejoins. After a control-plane
+restart `recover()` finds the agents by name and resumes from what they report.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from pai import __version__
+from pai.cluster.model import ClusterConfig
+from pai.executors.base import (
+    ExecutorError,
+    KillReason,
+    LogStream,
+    NodeCondition,
+    NodeState,
+    TaskEvent,
+    TaskEventKind,
+    TaskLaunch,
+    TaskPhase,
+    TaskResult,
+    TaskStatus,
+    UnknownTaskError,
+    check_task_key,
+)
+from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
+from pai.executors.ray.mirror import LogMirror
+from pai.executors.ray.nodes import RayNode, match_nodes
+from pai.executors.supervisor import ISOLATION
+from pai.executors.taskfiles import SupervisorConfig, utc_now
+from pai.runtime.classification import ExitCode
+from pai.runtime.exitspec import ExitSpecSource
+
+log = logging.getLogger(__name__)
+
+AGENT_PREFIX = "pai-agent"
+AGENT_RETRY_INTERVAL = 5.0
+RECOVER_TIMEOUT = 120.0
+"""How long a start waits for the agents of the live nodes (starting one takes a second or two)."""
+
+_AgentActor = ray.remote(NodeAgent)
+
+
+class RayEngineError(RuntimeError):
+    """The Ray cluster cannot be reached or used; the message says what to check."""
+
+
+def connect(address: str, namespace: str) -> list[RayNode]:
+    """Join the Ray cluster at `address` as this process's driver; its nodes as Ray lists them."""
+    try:
+        ray.init(
+            address=address,
+            namespace=namespace,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise RayEngineError(
+            f"cannot join the Ray cluster at {address}: {error}. Is `ray start --head` running "
+            "there, is this machine a node of it, and do RAY_AUTH_MODE and RAY_AUTH_TOKEN match "
+            "the cluster's?"
+        ) from None
+    return ray_nodes()
+
+
+def ray_nodes() -> list[RayNode]:
+    return [RayNode.from_ray(info) for info in ray.nodes()]
+
+
+@dataclass
+class _Attempt:
+    """A task attempt that runs (or is being started) on a node, as far as PAI knows."""
+
+    node: str
+    started_at: datetime | None = None
+    kill_reason: KillReason | None = None
+
+
+@dataclass
+class _Link:
+    """PAI's connection to one node of the cluster file and its agent."""
+
+    node: str
+    state: NodeState
+    ray_node: RayNode | None = None
+    agent: Any = None  # the actor handle, once created
+    incarnation: str | None = None
+    ready: bool = False  # recovered: takes launches and is polled
+    ack: int = 0  # the last report item applied
+    polling: bool = False
+    next_poll: float = 0.0
+    exit_spec_sent: tuple[str | None] | None = None  # (text,) once sent to this agent
+    problem: str | None = None  # why a live, large enough node still cannot be used
+    retry_at: float | None = None  # when to try reaching the agent again
+
+    def usable_state(self) -> NodeState:
+        if not self.state.usable:
+            return self.state
+        if self.problem is not None:
+            return NodeState(self.node, NodeCondition.BAD, self.problem)
+        if not self.ready:
+            message = f"node {self.node} joined the Ray cluster; PAI's agent is starting on it"
+            return NodeState(self.node, NodeCondition.BAD, message)
+        return self.state
+
+    def disconnect(self) -> None:
+        self.ray_node = self.agent = self.incarnation = self.problem = None
+        self.exit_spec_sent = self.retry_at = None
+        self.ready = self.polling = False
+        self.ack = 0
+
+
+class _Calls:
+    """Calls to agents whose answers are still on their way, each with what to do with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handlers: dict[Any, Callable[[Any], None]] = {}
+
+    def add(self, ref: Any, handler: Callable[[Any], None]) -> None:
+        with self._lock:
+            self._handlers[ref] = handler
+
+    def wait(self, timeout: float) -> list[tuple[Callable[[Any], None], Any]]:
+        """The handlers of the calls answered within `timeout`, each with its answer (or the
+        exception that the call raised)."""
+        with self._lock:
+            refs = list(self._handlers)
+        if not refs:
+            time.sleep(timeout)
+            return []
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        answered = []
+        for ref in ready:
+            with self._lock:
+                handler = self._handlers.pop(ref)
+            try:
+                answered.append((handler, ray.get(ref)))
+            except Exception as error:  # the call's own exception, or Ray's about the actor
+                answered.append((handler, error))
+        return answered
+
+
+class RayExecutor:
+    """The `Executor` of the Ray engine (see the module docstring). `connect()` first."""
+
+    isolation = ISOLATION
+
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        state_dir: Path,
+        *,
+        node_dir: Path,
+        config: SupervisorConfig | None = None,
+        exit_specs: ExitSpecSource | None = None,
+        poll_interval: float = 0.1,
+        node_refresh_interval: float = 1.0,
+    ) -> None:
+        """`node_dir`: the directory on every node under which agents keep their state and the
+        tasks' working and log directories (`<node_dir>/<node>/...`)."""
+        if not node_dir.is_absolute():
+            raise ValueError(f"the nodes' directory must be an absolute path, got {node_dir}")
+        self._cluster = cluster
+        self._node_dir = node_dir
+        self._config = config or SupervisorConfig()
+        self._exit_specs = exit_specs or ExitSpecSource()
+        self._mirror = LogMirror(state_dir / "logs", self._config.log_cap_bytes)
+        self._poll_interval = poll_interval
+        self._node_refresh_interval = node_refresh_interval
+        self._lock = threading.RLock()
+        self._links = {
+            node.name: _Link(node.name, NodeState(node.name, NodeCondition.GONE, "not seen yet"))
+            for node in cluster.nodes
+        }
+        self._live: dict[str, _Attempt] = {}
+        self._events: list[TaskEvent] = []
+        self._calls = _Calls()
+        self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
+        self._next_refresh = 0.0
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the Executor protocol --------------------------------------------------------------------
+
+    def attempt_dir(self, node: str, job: str, key: str) -> Path:
+        return self._node_dir / node / "jobs" / job / check_task_key(key)
+
+    def node_states(self) -> Mapping[str, NodeState]:
+        with self._lock:
+            return {name: link.usable_state() for name, link in self._links.items()}
+
+    def launch(self, task: TaskLaunch) -> None:
+        key = check_task_key(task.key)
+        with self._lock:
+            if key in self._live or self._mirror.knows(key):
+                raise ExecutorError(f"task {key} was launched before")
+            link = self._links.get(task.node)
+            if link is None:
+                raise ExecutorError(f"task {key}: node {task.node} is not in the cluster file")
+            state = link.usable_state()
+            if not state.usable:
+                raise ExecutorError(f"task {key}: {state.message}")
+            self._send_exit_spec(link)
+            self._live[key] = _Attempt(task.node)
+            self._mirror.start(key)
+            ref = link.agent.launch.remote(task)
+            self._calls.add(ref, lambda answer: self._launched(key, answer))
+
+    def kill(self, key: str, reason: KillReason) -> None:
+        with self._lock:
+            attempt = self._live.get(check_task_key(key))
+            if attempt is None:
+                if self._mirror.knows(key):
+                    return  # it has ended
+                raise UnknownTaskError(f"no task attempt {key!r} was launched here")
+            attempt.kill_reason = reason
+            link = self._links[attempt.node]
+            if link.agent is not None:
+                self._calls.add(link.agent.kill.remote(key, reason), self._ignore)
+
+    def events(self) -> list[TaskEvent]:
+        with self._lock:
+            events, self._events = self._events, []
+        return events
+
+    def recover(self) -> list[TaskStatus]:
+        """Connect to the agents of the live nodes, report every task attempt they know, and
+        start following them. Nodes whose agent cannot start within RECOVER_TIMEOUT are
+        connected later, like nodes that join."""
+        with self._lock:
+            self._recovered = []
+        deadline = time.monotonic() + RECOVER_TIMEOUT
+        self._refresh_nodes()
+        while time.monotonic() < deadline and self._connecting():
+            self._step(min(self._poll_interval, max(0.0, deadline - time.monotonic())))
+        with self._lock:
+            statuses, self._recovered = self._recovered, None
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pai-ray-executor", daemon=True)
+            self._thread.start()
+        return statuses
+
+    def logs(
+        self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None
+    ) -> bytes:
+        return self._mirror.read(key, stream, tail)
+
+    def follow_logs(
+        self,
+        key: str,
+        stream: LogStream = LogStream.ALL,
+        *,
+        tail: int | None = 0,
+        poll_interval: float = 0.2,
+    ) -> Iterator[bytes]:
+        return self._mirror.follow(key, stream, tail, poll_interval)
+
+    def close(self) -> None:
+        """Stop following the agents (they and their tasks go on) and leave the Ray cluster."""
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        ray.shutdown()
+
+    # -- the background thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._step(self._poll_interval)
+            except Exception:  # Ray hiccups must not end the following of every task
+                log.exception("following the Ray cluster failed; retrying")
+                self._closing.wait(1.0)
+
+    def _step(self, timeout: float) -> None:
+        now = time.monotonic()
+        if now >= self._next_refresh:
+            self._refresh_nodes()
+        with self._lock:
+            for link in self._links.values():
+                if link.retry_at is not None and now >= link.retry_at:
+                    self._ask_info(link)
+                if link.ready and not link.polling and now >= link.next_poll:
+                    link.polling = True
+                    link.next_poll = now + self._poll_interval
+                    ref = link.agent.poll.remote(link.ack)
+                    self._calls.add(ref, self._on_report(link, link.incarnation))
+        for handler, answer in self._calls.wait(timeout):
+            with self._lock:
+                handler(answer)
+
+    def _connecting(self) -> bool:
+        with self._lock:
+            return any(
+                link.agent is not None and not link.ready and link.problem is None
+                for link in self._links.values()
+            )
+
+    # -- nodes ------------------------------------------------------------------------------------
+
+    def _refresh_nodes(self) -> None:
+        self._next_refresh = time.monotonic() + self._node_refresh_interval
+        matches = match_nodes(self._cluster, ray_nodes())
+        with self._lock:
+            for name, match in matches.items():
+                link = self._links[name]
+                found = match.ray_node
+                if link.ray_node is not None and (
+                    found is None or found.node_id != link.ray_node.node_id
+                ):
+                    self._node_left(link)
+                link.state = match.state
+                if found is not None and link.ray_node is None:
+                    link.ray_node = found
+                    self._start_agent(link, found)
+
+    def _node_left(self, link: _Link) -> None:
+        assert link.ray_node is not None
+        message = f"node {link.node} ({link.ray_node.address}) left the Ray cluster"
+        log.warning("%s; its tasks end as lost", message)
+        for key, attempt in list(self._live.items()):
+            if attempt.node == link.node:
+                self._finish(key, ExitCode.POD_NODE_LOST, message)
+        link.disconnect()
+
+    def _start_agent(self, link: _Link, ray_node: RayNode) -> None:
+        link.agent = _AgentActor.options(
+            name=f"{AGENT_PREFIX}:{link.node}:{ray_node.node_id[:16]}",
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            max_restarts=-1,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
+        ).remote(link.node, str(self._node_dir), self._config.to_dict())
+        self._ask_info(link)
+
+    def _ask_info(self, link: _Link) -> None:
+        link.ready = False
+        link.retry_at = link.problem = None
+        agent = link.agent
+        self._calls.add(agent.info.remote(), lambda answer: self._on_info(link, agent, answer))
+
+    def _on_info(self, link: _Link, agent: Any, answer: AgentInfo | Exception) -> None:
+        if agent is not link.agent:
+            return  # the node left meanwhile
+        if isinstance(answer, Exception):
+            link.problem = f"PAI's agent could not start on node {link.node}: {answer}"
+            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
+            log.warning("%s", link.problem)
+            return
+        if answer.version != __version__:
+            link.problem = (
+                f"node {link.node} runs PAI {answer.version}, the control plane {__version__}: "
+                "install the same version on every node"
+            )
+            log.warning("%s", link.problem)
+            return
+        link.incarnation = answer.incarnation
+        resume = {
+            key: self._mirror.resume_points(key)
+            for key, attempt in self._live.items()
+            if attempt.node == link.node
+        }
+        if self._recovered is not None:  # a control-plane start: any incomplete copy may be its
+            resume.update(self._incomplete_copies())
+        ref = agent.recover.remote(resume)
+        self._calls.add(ref, lambda answer: self._on_recovery(link, agent, answer))
+
+    def _incomplete_copies(self) -> dict[str, dict[str, int | None]]:
+        return {
+            key: self._mirror.resume_points(key)
+            for key in self._mirror.incomplete()
+            if key not in self._live
+        }
+
+    def _on_recovery(self, link: _Link, agent: Any, answer: Recovery | Exception) -> None:
+        if agent is not link.agent:
+            return
+        if isinstance(answer, Exception):
+            log.warning("node %s: recovering its tasks failed (%s); retrying", link.node, answer)
+            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
+            return
+        for chunk in answer.chunks:
+            self._apply_chunk(chunk)
+        if self._recovered is not None:
+            self._take_over(answer.statuses)
+        else:
+            self._resync(link, answer.statuses)
+        link.ack = 0
+        link.ready = True
+
+    def _take_over(self, statuses: tuple[TaskStatus, ...]) -> None:
+        """At a control-plane start: the controller decides about every attempt found."""
+        assert self._recovered is not None
+        for status in statuses:
+            self._recovered.append(status)
+            if status.phase is TaskPhase.FINISHED:
+                self._mirror.complete(status.key)
+            else:
+                self._mirror.start(status.key)
+                self._live[status.key] = _Attempt(status.node, status.started_at)
+
+    def _resync(self, link: _Link, statuses: tuple[TaskStatus, ...]) -> None:
+        """After the agent restarted or the node rejoined: report what changed meanwhile, end
+        what the agent lost, and stop what nobody wants any more."""
+        found = {status.key: status for status in statuses}
+        for key, attempt in list(self._live.items()):
+            if attempt.node != link.node:
+                continue
+            status = found.get(key)
+            if status is None:
+                self._finish(key, ExitCode.POD_EXTERNAL_DELETED, "its node's agent lost it")
+            elif status.phase is TaskPhase.FINISHED and status.result is not None:
+                self._report_finished(key, status.result)
+            elif status.phase is TaskPhase.RUNNING and attempt.started_at is None:
+                self._report_started(key, status.started_at or utc_now())
+        for status in statuses:
+            if status.key not in self._live and status.phase is not TaskPhase.FINISHED:
+                log.warning(
+                    "task %s on node %s belongs to no running job; stopping it",
+                    status.key,
+                    link.node,
+                )
+                ref = link.agent.kill.remote(status.key, KillReason.ATTEMPT_COMPLETED)
+                self._calls.add(ref, self._ignore)
+
+    # -- what agents report -----------------------------------------------------------------------
+
+    def _on_report(
+        self, link: _Link, incarnation: str | None
+    ) -> Callable[[Report | Exception], None]:
+        agent = link.agent
+
+        def apply(answer: Report | Exception) -> None:
+            if agent is not link.agent or incarnation != link.incarnation:
+                return
+            link.polling = False
+            if isinstance(answer, Exception):
+                log.info("node %s: polling its agent failed (%s); asking again", link.node, answer)
+                self._ask_info(link)
+                return
+            if answer.incarnation != link.incarnation:
+                log.warning("node %s: its agent restarted; recovering its tasks", link.node)
+                self._ask_info(link)
+                return
+            for number, item in answer.items:
+                if isinstance(item, LogChunk):
+                    self._apply_chunk(item)
+                else:
+                    self._apply_event(item)
+                link.ack = number
+
+        return apply
+
+    def _apply_chunk(self, chunk: LogChunk) -> None:
+        if self._mirror.knows(chunk.key):
+            self._mirror.append(chunk.key, chunk.stream, chunk.data)
+
+    def _apply_event(self, event: TaskEvent) -> None:
+        attempt = self._live.get(event.key)
+        if attempt is None:
+            return
+        if event.kind is TaskEventKind.STARTED:
+            self._report_started(event.key, event.at)
+        elif event.result is not None:
+            self._report_finished(event.key, event.result)
+
+    def _launched(self, key: str, answer: object) -> None:
+        if isinstance(answer, Exception) and key in self._live:
+            self._finish(
+                key,
+                ExitCode.POD_CREATION_TRANSIENT_ERROR,
+                f"the task could not be started on node {self._live[key].node}: {answer}",
+            )
+
+    @staticmethod
+    def _ignore(answer: object) -> None:
+        if isinstance(answer, Exception):
+            log.info("a call to an agent failed: %s", answer)
+
+    # -- reporting to the controller --------------------------------------------------------------
+
+    def _report_started(self, key: str, at: datetime) -> None:
+        attempt = self._live[key]
+        if attempt.started_at is None:
+            attempt.started_at = at
+            self._events.append(TaskEvent(key, TaskEventKind.STARTED, at))
+
+    def _report_finished(self, key: str, result: TaskResult) -> None:
+        if result.started_at is not None:
+            self._report_started(key, result.started_at)
+        del self._live[key]
+        self._mirror.complete(key)
+        self._events.append(TaskEvent(key, TaskEventKind.FINISHED, result.finished_at, result))
+
+    def _finish(self, key: str, code: int, message: str) -> None:
+        """End an attempt that cannot report itself: with the code of the stop the controller
+        asked for, if it did, else with `code`."""
+        attempt = self._live[key]
+        if attempt.kill_reason is not None:
+            code = attempt.kill_reason.exit_code
+        classification = self._exit_specs.current().for_code(code, diagnostics=(message,))
+        now = utc_now()
+        note = f"{now.isoformat(timespec='milliseconds')} [pai] {message}\n"
+        self._mirror.append(key, LogStream.RUNTIME, note.encode())
+        self._report_finished(key, TaskResult(classification, attempt.started_at, now, ISOLATION))
+
+    def _send_exit_spec(self, link: _Link) -> None:
+        """Nodes classify exits with the administrator's rules too: send them when changed."""
+        path = self._exit_specs.admin_path
+        text = path.read_text(encoding="utf-8") if path is not None and path.exists() else None
+        if link.exit_spec_sent != (text,):
+            self._calls.add(link.agent.set_exit_spec.remote(text), self._ignore)
+            link.exit_spec_sent = (text,)

@@ -1,0 +1,93 @@
+"""`pai up` in a process of its own, started and killed as an operator would, and job files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from pai.sdk import Client
+
+ADMIN_PASSWORD = "up-Admin-password-1"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class PaiUp:
+    """`pai up` in its own process, started and killed as an operator would."""
+
+    def __init__(
+        self, home: Path, cluster_file: Path, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.home = home
+        self.cluster_file = cluster_file
+        self.extra_env = dict(env or {})
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.output = home.parent / f"{home.name}.out"  # what `pai up` prints, for debugging
+
+    def start(self) -> None:
+        pai = Path(sys.executable).with_name("pai")
+        env = {
+            **os.environ,
+            "PAI_HOME": str(self.home),
+            "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            # As after `source .venv/bin/activate`: tasks find this environment's python3.
+            "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            **self.extra_env,
+        }
+        env.pop("PAI_DATABASE_URL", None)
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.output, "ab") as output:
+            self.process = subprocess.Popen(
+                [str(pai), "up", "--port", str(self.port), "--cluster", str(self.cluster_file)],
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = self.output.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"pai up exited while starting:\n{output}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("pai up did not start listening within 60 s")
+
+    def stop(self) -> None:
+        """Ctrl-C, as an operator stops it; running tasks go on."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=30)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def client(self) -> Client:
+        return Client.login(self.url, "admin", ADMIN_PASSWORD)
+
+
+def job_file(name: str, commands: list[str]) -> str:
+    lines = "\n".join(f"      - {command}" for command in commands)
+    return (
+        f"protocolVersion: 2\nname: {name}\ntype: job\n"
+        "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
+        "taskRoles:\n  main:\n    dockerImage: image\n"
+        "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
+        f"    commands:\n{lines}\n"
+    )

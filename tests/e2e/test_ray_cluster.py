@@ -1,0 +1,314 @@
+"""PAI on a real multi-host Ray cluster: `pai up --engine ray`, driven through its REST API.
+
+The cluster is a Ray head on this machine and two workers, each in a network namespace of its
+own with its own address (`pai.executors.ray.sandbox`), so a job's tasks run on distinct hosts
+and talk over a network. Each worker declares two GPUs to Ray (`ray start --num-gpus 2`) that
+the machine lacks: binding a task to GPUs is handing it the indices the scheduler chose, which
+the tasks print. The cluster file also names a third node that never joins Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.pai_runner import make_pai
+from e2e.pai_process import ADMIN_PASSWORD, PaiUp
+from pai.sdk import Client
+from pai.sdk.errors import NotFoundError
+from pai.sdk.job_models import JobDetail
+
+pytestmark = pytest.mark.slow
+
+WORKERS = ("w1", "w2")
+MISSING_NODE_ADDRESS = "10.255.255.254"
+WAIT = 90.0
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
+    requirement(sys.platform == "linux" and os.geteuid() == 0, "network namespaces need root")
+    requirement(shutil.which("ip") is not None, "iproute2 (`ip`) is not installed")
+    try:
+        from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+    except ImportError:
+        requirement(False, "Ray is not installed (pip install 'pai[ray]')")
+        raise
+    # Short: Ray's socket paths live under it and must stay within the kernel's 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="pai-ray-", dir="/tmp"))
+    cluster = RaySandbox(root, [WorkerSpec(name, cpus=2, gpus=2) for name in WORKERS])
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def platform(sandbox: object) -> Iterator[PaiUp]:
+    from pai.executors.ray.sandbox import RaySandbox
+
+    assert isinstance(sandbox, RaySandbox)
+    nodes = "\n".join(
+        f"  - {{cellType: NODE, cellAddress: {name}, nodeAddress: {address}}}"
+        for name, address in [
+            *((name, sandbox.worker_address(name)) for name in WORKERS),
+            ("w3", MISSING_NODE_ADDRESS),
+        ]
+    )
+    cluster_file = sandbox.root / "cluster.yaml"
+    cluster_file.write_text(
+        "physicalCluster:\n"
+        "  skuTypes: {FAKE-GPU: {gpu: 1, cpu: 1, memory: 256Mi}}\n"
+        "  cellTypes: {NODE: {childCellType: FAKE-GPU, childCellNumber: 2, isNodeLevel: true}}\n"
+        f"  physicalCells:\n{nodes}\n"
+        "virtualClusters:\n  default: {virtualCells: [{cellType: NODE, cellNumber: 3}]}\n"
+    )
+    env = {
+        **sandbox.env,
+        "PAI_ENGINE": "ray",
+        "PAI_RAY_ADDRESS": sandbox.address,
+        "PAI_RAY_NODE_DIR": str(sandbox.root / "nodes"),
+    }
+    pai = PaiUp(sandbox.root / "home", cluster_file, env)
+    pai.start()
+    with pai.client() as client:
+        wait_until(lambda: alive(client) == set(WORKERS), "both workers alive in PAI")
+    yield pai
+    pai.stop()
+
+
+@pytest.fixture
+def client(platform: PaiUp) -> Iterator[Client]:
+    with platform.client() as connected:
+        yield connected
+
+
+def alive(client: Client) -> set[str]:
+    return {node.name for node in client.nodes() if node.engine_state == "alive"}
+
+
+def gpu_job(name: str, roles: dict[str, tuple[int, int, str]], *, retries: int = 0) -> str:
+    """A job whose roles are (instances, GPUs each, command)."""
+    parts = [
+        f"protocolVersion: 2\nname: {name}\ntype: job\njobRetryCount: {retries}\n"
+        "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\ntaskRoles:\n"
+    ]
+    for role, (instances, gpus, command) in roles.items():
+        parts.append(
+            f"  {role}:\n    instances: {instances}\n    dockerImage: image\n"
+            f"    resourcePerInstance: {{cpu: {gpus}, memoryMB: 256, gpu: {gpus}}}\n"
+            f"    commands:\n      - |\n"
+            + "".join(f"        {line}\n" for line in command.strip().splitlines())
+        )
+    return "".join(parts)
+
+
+def log_so_far(client: Client, name: str) -> str:
+    """The job's (only) task's log, or nothing while the task has not started."""
+    try:
+        return client.logs(name)
+    except NotFoundError:
+        return ""
+
+
+def task_hosts(job: JobDetail) -> dict[tuple[str, int], str | None]:
+    return {(role, task.task_index): task.container_ip for role, task in job.tasks()}
+
+
+def node_running(client: Client, name: str) -> str:
+    """The worker that runs the job's (only) task."""
+    by_address = {node.address: node.name for node in client.nodes()}
+    [(_, task)] = client.job(name).tasks()
+    assert task.container_ip is not None
+    return by_address[task.container_ip]
+
+
+def restore(sandbox: object, client: Client, worker: str) -> None:
+    sandbox.start_worker(worker)  # type: ignore[attr-defined]
+    wait_until(lambda: worker in alive(client), f"{worker} rejoins and is alive in PAI")
+
+
+def test_nodes_come_from_ray_with_their_addresses_and_a_missing_one_is_named(
+    sandbox: object, client: Client, platform: PaiUp, tmp_path: Path
+) -> None:
+    nodes = {node.name: node for node in client.nodes()}
+
+    for name in WORKERS:
+        assert nodes[name].engine_state == "alive" and nodes[name].healthy
+        assert nodes[name].address == sandbox.worker_address(name)  # type: ignore[attr-defined]
+    missing = nodes["w3"]
+    assert (missing.engine_state, missing.healthy) == ("gone", False)
+    assert missing.engine_message == (
+        f"node w3 ({MISSING_NODE_ADDRESS}) is not in the Ray cluster: "
+        "no live Ray node has that address or name"
+    )
+    pai = make_pai(tmp_path)
+    login = pai.run(
+        "login", "--server", platform.url, "--username", "admin", "--password", ADMIN_PASSWORD
+    )
+    assert login.returncode == 0, login.stderr
+    shown = pai.run("cluster")
+    assert shown.returncode == 0, shown.stderr
+    assert "alive" in shown.stdout and "gone" in shown.stdout
+    assert f"w3: node w3 ({MISSING_NODE_ADDRESS}) is not in the Ray cluster" in shown.stdout
+
+
+SERVER = """
+python3 - <<'EOF'
+import os, socket
+me = os.environ["PAI_HOST_IP_server_0"]
+port = int(os.environ["PAI_PORT_LIST_server_0_http"])
+print("gpus", os.environ["CUDA_VISIBLE_DEVICES"], os.environ["NVIDIA_VISIBLE_DEVICES"])
+with socket.create_server((me, port)) as server:
+    connection, (peer, _) = server.accept()
+    with connection:
+        print("server", me, "heard", connection.recv(100).decode(), "from", peer, flush=True)
+        connection.sendall(f"hello from {me}".encode())
+EOF
+"""
+CLIENT = """
+python3 - <<'EOF'
+import os, socket, time
+server = (os.environ["PAI_HOST_IP_server_0"], int(os.environ["PAI_PORT_LIST_server_0_http"]))
+for _ in range(300):
+    try:
+        connection = socket.create_connection(server, timeout=2)
+        break
+    except OSError:
+        time.sleep(0.1)
+with connection:
+    connection.sendall(os.environ["PAI_CONTAINER_HOST_IP"].encode())
+    print("client got:", connection.recv(100).decode(), flush=True)
+EOF
+"""
+
+
+def test_two_roles_on_two_hosts_talk_over_tcp_with_only_pai_variables(client: Client) -> None:
+    # Each role takes a whole 2-GPU node, so the two must run on the two workers.
+    client.submit(gpu_job("talk", {"server": (1, 2, SERVER), "client": (1, 2, CLIENT)}))
+    job = client.wait("talk", timeout=WAIT, poll=0.3)
+
+    assert job.state == "SUCCEEDED", client.logs("talk", role="server")
+    hosts = task_hosts(job)
+    server_ip, client_ip = hosts[("server", 0)], hosts[("client", 0)]
+    assert server_ip != client_ip
+    server_log = client.logs("talk", role="server")
+    assert f"server {server_ip} heard {client_ip} from {client_ip}" in server_log
+    assert "gpus 0,1 0,1" in server_log
+    assert f"client got: hello from {server_ip}" in client.logs("talk", role="client")
+
+
+GPU_REPORT = 'echo "visible=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES"'
+
+
+def test_each_task_sees_exactly_the_gpus_the_scheduler_chose(client: Client) -> None:
+    client.submit(gpu_job("gpus", {"worker": (4, 1, GPU_REPORT)}))
+    job = client.wait("gpus", timeout=WAIT, poll=0.3)
+
+    assert job.state == "SUCCEEDED"
+    per_host: dict[str | None, list[str]] = {}
+    for _, task in job.tasks():
+        chosen = task.container_gpus
+        assert chosen is not None
+        log = client.logs("gpus", role="worker", index=task.task_index)
+        assert f"visible={chosen} nvidia={chosen}" in log
+        per_host.setdefault(task.container_ip, []).append(chosen)
+    assert sorted(sorted(gpus) for gpus in per_host.values()) == [["0", "1"], ["0", "1"]]
+
+
+def test_a_gang_that_needs_two_hosts_starts_all_or_nothing(sandbox: object, client: Client) -> None:
+    sandbox.stop_worker("w2")  # type: ignore[attr-defined]
+    wait_until(lambda: "w2" not in alive(client), "PAI sees w2 gone")
+    client.submit(gpu_job("gang", {"worker": (2, 2, "echo on $PAI_CONTAINER_HOST_IP")}))
+
+    # With one 2-GPU host left, neither task may start; the job says why it waits.
+    wait_until(lambda: client.job("gang").job_status.wait_reason is not None, "a wait reason")
+    job = client.job("gang")
+    assert job.state == "WAITING"
+    assert all(task.task_state == "WAITING" for _, task in job.tasks())
+
+    restore(sandbox, client, "w2")
+    job = client.wait("gang", timeout=WAIT, poll=0.3)
+    assert job.state == "SUCCEEDED"
+    assert len(set(task_hosts(job).values())) == 2
+
+
+FOLLOWED = """
+echo "first line from $PAI_CONTAINER_HOST_IP"
+while [ ! -e {go} ]; do sleep 0.1; done
+echo "last line"
+"""
+
+
+def test_logs_are_read_while_running_and_after_the_worker_is_gone(
+    sandbox: object, client: Client, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    client.submit(gpu_job("chatty", {"main": (1, 1, FOLLOWED.format(go=go))}))
+    wait_until(lambda: "first line" in log_so_far(client, "chatty"), "the first line, running")
+    assert client.job("chatty").state == "RUNNING"
+    go.touch()
+    assert client.wait("chatty", timeout=WAIT, poll=0.3).state == "SUCCEEDED"
+    worker = node_running(client, "chatty")
+
+    sandbox.stop_worker(worker)  # type: ignore[attr-defined]
+    shutil.rmtree(sandbox.root / "nodes" / worker)  # type: ignore[attr-defined]
+    wait_until(lambda: worker not in alive(client), f"PAI sees {worker} gone")
+    log = client.logs("chatty")
+    followed = list(client.follow_logs("chatty", tail=None))
+    restore(sandbox, client, worker)
+
+    address = sandbox.worker_address(worker)  # type: ignore[attr-defined]
+    assert f"first line from {address}" in log and "last line" in log
+    assert followed == [f"first line from {address}", "last line"]
+
+
+def test_a_worker_that_stops_mid_job_makes_the_job_retry_on_another_host(
+    sandbox: object, client: Client
+) -> None:
+    client.submit(gpu_job("mover", {"main": (1, 2, "sleep 4\necho done")}, retries=0))
+    wait_until(lambda: client.job("mover").state == "RUNNING", "the job runs")
+    first = node_running(client, "mover")
+
+    sandbox.stop_worker(first)  # type: ignore[attr-defined]
+    job = client.wait("mover", timeout=WAIT, poll=0.3)
+    restore(sandbox, client, first)
+
+    assert job.state == "SUCCEEDED"
+    # A lost node is the platform's failure: retried, and not charged to the job's retries.
+    assert (job.job_status.retries, job.job_status.retry_details.platform) == (1, 1)
+    attempts = client.job_attempts("mover")
+    lost = next(attempt for attempt in attempts if attempt.job_status.attempt_id == 0)
+    assert lost.job_status.app_exit_code == -1001
+    assert node_running(client, "mover") != first
+
+
+def test_a_killed_control_plane_restarts_and_the_job_finishes_once(
+    client: Client, platform: PaiUp, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    command = f"echo run >> {runs}\necho before the crash\nsleep 5\necho after the crash"
+    client.submit(gpu_job("survivor", {"main": (1, 1, command)}))
+    wait_until(lambda: "before the crash" in log_so_far(client, "survivor"), "the job runs")
+
+    platform.kill()
+    platform.start()
+    with platform.client() as again:
+        job = again.wait("survivor", timeout=WAIT, poll=0.3)
+        log = again.logs("survivor")
+
+    assert job.state == "SUCCEEDED" and job.job_status.retries == 0
+    assert runs.read_text() == "run\n"
+    assert "before the crash" in log and "after the crash" in log

@@ -1,0 +1,138 @@
+"""The node agent's side of the Ray engine, run in this process (Ray only carries its calls).
+
+What the control plane relies on: output arrives in order, before the event that ends its task;
+a reply that was not acknowledged is sent again unchanged; and after a reconnection the output
+resumes where the control plane's copy ends, with nothing repeated or lost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pai.executors.base import LogStream, TaskEvent, TaskEventKind, TaskLaunch, TaskPhase
+from pai.executors.local import kill_processes_under
+from pai.executors.ray.agent import LogChunk, NodeAgent
+from pai.executors.taskfiles import SupervisorConfig
+
+CONFIG = SupervisorConfig(stop_grace_seconds=1.0, poll_interval=0.05)
+WAIT = 30.0
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[NodeAgent]:
+    yield NodeAgent("node1", str(tmp_path / "nodes"), CONFIG.to_dict())
+    kill_processes_under(tmp_path)
+
+
+def launch(agent: NodeAgent, tmp_path: Path, key: str, script: str) -> None:
+    attempt = tmp_path / "nodes" / "node1" / "jobs" / "alice~job" / key
+    agent.launch(
+        TaskLaunch(
+            key=key,
+            job="alice~job",
+            role="main",
+            index=0,
+            job_attempt=0,
+            task_attempt=0,
+            node="node1",
+            address="127.0.0.1",
+            script=script,
+            env={},
+            working_dir=attempt / "work",
+            log_dir=attempt / "logs",
+        )
+    )
+
+
+class ControlPlane:
+    """Polls the agent as the executor does, acknowledging what it applied."""
+
+    def __init__(self, agent: NodeAgent) -> None:
+        self.agent = agent
+        self.ack = 0
+        self.items: list[LogChunk | TaskEvent] = []
+
+    def poll(self) -> None:
+        report = self.agent.poll(self.ack)
+        for number, item in report.items:
+            self.items.append(item)
+            self.ack = number
+
+    def until(self, done: object, what: str) -> None:
+        deadline = time.monotonic() + WAIT
+        while not done():  # type: ignore[operator]
+            assert time.monotonic() < deadline, what
+            self.poll()
+            time.sleep(0.05)
+
+    def output(self, key: str, stream: LogStream = LogStream.STDOUT) -> bytes:
+        return b"".join(
+            item.data
+            for item in self.items
+            if isinstance(item, LogChunk) and item.key == key and item.stream is stream
+        )
+
+    def finished(self, key: str) -> bool:
+        return any(
+            isinstance(item, TaskEvent) and item.key == key and item.kind is TaskEventKind.FINISHED
+            for item in self.items
+        )
+
+
+def test_output_arrives_in_order_before_the_event_that_ends_the_task(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    launch(agent, tmp_path, "k1", "for i in 1 2 3; do echo line $i; sleep 0.1; done\nexit 3")
+    control = ControlPlane(agent)
+
+    control.until(lambda: control.finished("k1"), "the task ends")
+
+    assert control.output("k1") == b"line 1\nline 2\nline 3\n"
+    last_chunk = max(i for i, item in enumerate(control.items) if isinstance(item, LogChunk))
+    [ended] = [item for item in control.items if isinstance(item, TaskEvent) and item.result]
+    assert control.items.index(ended) > last_chunk
+    assert ended.result is not None and ended.result.classification.origin_exit_code == 3
+
+
+def test_a_reply_that_was_not_acknowledged_is_sent_again_unchanged(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    launch(agent, tmp_path, "k1", "echo one\nsleep 0.3\necho two")
+    control = ControlPlane(agent)
+    control.until(lambda: control.output("k1"), "some output")
+    time.sleep(0.5)  # "two" is written now, but the last reply is not acknowledged yet
+
+    lost = agent.poll(control.ack - 1)
+    again = agent.poll(control.ack - 1)
+
+    assert lost == again
+    assert [item for _, item in lost.items] == control.items[-len(lost.items) :]
+
+
+def test_a_reconnecting_control_plane_resumes_where_its_copy_ends(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    launch(
+        agent, tmp_path, "k1", f"echo before\nwhile [ ! -e {go} ]; do sleep 0.05; done\necho after"
+    )
+    launch(agent, tmp_path, "k2", "echo all of it")
+    first = ControlPlane(agent)
+    first.until(lambda: first.output("k1") == b"before\n", "the first line")
+    time.sleep(0.3)  # k2 ends unseen: the first control plane dies here
+    copied = len(first.output("k1"))
+
+    recovery = agent.recover({"k1": {"user-stdout": copied}, "k2": {}})
+    go.touch()
+    second = ControlPlane(agent)
+    second.until(lambda: second.finished("k1"), "k1 ends")
+
+    phases = {status.key: status.phase for status in recovery.statuses}
+    assert phases == {"k1": TaskPhase.RUNNING, "k2": TaskPhase.FINISHED}
+    assert second.output("k1") == b"after\n"
+    rest_of_k2 = [chunk for chunk in recovery.chunks if chunk.stream is LogStream.STDOUT]
+    assert [(chunk.key, chunk.data) for chunk in rest_of_k2] == [("k2", b"all of it\n")]
