@@ -1,15 +1,19 @@
 """`pai up` as a user runs it: a separate process, driven by the `pai` SDK over HTTP.
 
-The control plane is killed with SIGKILL while a job runs, started again on the same home, and
-the job finishes exactly once with its log intact. The PyTorch DDP example trains across two
-tasks with the gloo backend when torch is installed.
+The control plane is killed with SIGKILL while jobs run and clients hold connections to it,
+started again at once on the same home and port, and the jobs finish exactly once with their
+logs intact. The PyTorch DDP example trains across two tasks with the gloo backend when torch is
+installed.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, closing
 from pathlib import Path
 from types import ModuleType
 
@@ -33,30 +37,45 @@ def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
     kill_processes_under(platform.home)
 
 
-def test_a_job_survives_a_killed_control_plane_and_finishes_once(
+def held_connections(port: int) -> Iterator[socket.socket | http.client.HTTPConnection]:
+    """What clients leave open on a server: two idle keep-alive connections after a request
+    each, and one in the middle of sending a request."""
+    for _ in range(2):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/api/v2/info")
+        connection.getresponse().read()
+        yield connection
+    partial = socket.create_connection(("127.0.0.1", port), timeout=10)
+    partial.sendall(b"GET /api/v2/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    yield partial
+
+
+def test_killed_with_clients_connected_it_restarts_at_once_and_jobs_finish_once(
     pai_up: PaiUp, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
+    names = ["survivor-a", "survivor-b"]
     with pai_up.client() as client:
-        client.submit(
-            job_file(
-                "survivor",
-                [f"echo run >> {runs}", "echo before the crash", "sleep 4", "echo after the crash"],
-            )
-        )
+        for name in names:
+            commands = [f"echo {name} >> {runs}", "echo before the crash", "sleep 4"]
+            client.submit(job_file(name, [*commands, "echo after the crash"]))
         deadline = time.monotonic() + 30
-        while client.job("survivor").job_status.state != "RUNNING":
-            assert time.monotonic() < deadline, "the job never started"
+        while any(client.job(name).job_status.state != "RUNNING" for name in names):
+            assert time.monotonic() < deadline, "the jobs never started"
             time.sleep(0.1)
-    pai_up.kill()
-    pai_up.start()
+    with ExitStack() as clients:
+        for connection in held_connections(pai_up.port):
+            clients.enter_context(closing(connection))
+        pai_up.kill()
+        pai_up.start()  # at once, on the same port, while the dead server's connections linger
     with pai_up.client() as client:
-        detail = client.wait("survivor", timeout=60, poll=0.2)
-        assert detail.job_status.state == "SUCCEEDED"
-        assert detail.job_status.retries == 0
-        log = client.logs("survivor", role="main")
-    assert runs.read_text() == "run\n"
-    assert "before the crash" in log and "after the crash" in log
+        for name in names:
+            detail = client.wait(name, timeout=60, poll=0.2)
+            assert detail.job_status.state == "SUCCEEDED"
+            assert detail.job_status.retries == 0
+            log = client.logs(name, role="main")
+            assert "before the crash" in log and "after the crash" in log
+    assert sorted(runs.read_text().splitlines()) == names
 
 
 def test_the_pytorch_ddp_example_trains_on_two_tasks(

@@ -121,7 +121,7 @@ FULL_JOB = dedent(
         gangReleaseEnable: false
         taskRoles:
           master: {skuType: V100, affinityGroupName: ddp}
-          worker: {skuType: V100, affinityGroupName: ddp}
+          worker: {skuType: V100, skuNum: 2, affinityGroupName: ddp}
       storages:
         - name: team-nfs
           mountPath: /mnt/team

@@ -430,6 +430,20 @@ CASES = [
         "unknown field 'gpuType'",
     ),
     (
+        "sku count below one",
+        with_top("extras:\n  hivedScheduler:\n    taskRoles:\n      worker: {skuNum: 0}\n"),
+        "extras.hivedScheduler.taskRoles.worker.skuNum",
+        14,
+        "must be an integer ≥ 1, got 0",
+    ),
+    (
+        "sku count as text",
+        with_top("extras:\n  hivedScheduler:\n    taskRoles:\n      worker: {skuNum: '2'}\n"),
+        "extras.hivedScheduler.taskRoles.worker.skuNum",
+        14,
+        "got '2' (write it without quotes)",
+    ),
+    (
         "sku and pinned cell",
         with_top(
             "extras:\n  hivedScheduler:\n    taskRoles:\n"

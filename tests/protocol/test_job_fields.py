@@ -114,6 +114,7 @@ def test_every_field_of_a_full_job_is_read() -> None:
     assert hived.task_roles["master"].sku_type == "V100"
     assert hived.task_roles["worker"].affinity_group_name == "ddp"
     assert hived.task_roles["worker"].pinned_cell_id is None
+    assert (hived.task_roles["worker"].sku_num, hived.task_roles["master"].sku_num) == (2, None)
     assert extras.storages is not None
     assert [(s.name, s.mount_path) for s in extras.storages] == [
         ("team-nfs", "/mnt/team"),

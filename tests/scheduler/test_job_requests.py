@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from pai.cluster import load_cluster
+from pai.cluster import cluster_from_file, load_cluster
 from pai.protocol import parse_job
 from pai.scheduler import Bind, PodRequest, Scheduler
 from pai.scheduler.requests import RequestRefused, job_requests
@@ -49,6 +50,9 @@ CLUSTER = load_cluster(
         },
     }
 )
+
+
+LOCAL_CLUSTER_FILE = Path(__file__).parents[2] / "examples" / "clusters" / "local-4node.yaml"
 
 
 def job(roles: dict[str, dict[str, Any]], vc: str = "vision", **extras: Any) -> Any:
@@ -209,3 +213,37 @@ def test_requests_that_can_never_fit_are_refused(
     with pytest.raises(RequestRefused) as refused:
         job_requests(job(roles, vc=vc, **extras), CLUSTER, "u~j")
     assert any(problem.startswith(message) for problem in refused.value.problems), refused.value
+
+
+def test_sku_num_sets_the_leaf_cells_of_each_task() -> None:
+    """OpenPAI's portal writes skuNum next to skuType: that many cells per task, even beyond
+    what resourcePerInstance needs (here 1 GPU, but a whole PCIe pair)."""
+    settings = {"taskRoles": {"w": {"skuType": "V100", "skuNum": 2}}}
+    spec = job({"w": {"instances": 2, "gpu": 1}}, hivedScheduler=settings)
+    (request,) = job_requests(spec, CLUSTER, "u~pairs")
+    assert request.pods == (PodRequest("w", 0, 2), PodRequest("w", 1, 2))
+
+
+def test_sku_num_below_what_resource_per_instance_needs_is_refused() -> None:
+    settings = {"taskRoles": {"w": {"skuType": "V100", "skuNum": 2}}}
+    spec = job({"w": {"gpu": 4, "cpu": 8}}, hivedScheduler=settings)
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(spec, CLUSTER, "u~j")
+    assert refused.value.problems == [
+        "extras.hivedScheduler.taskRoles.w.skuNum: 2 leaf cell(s) of SKU 'V100' (1 GPU, 4 CPUs "
+        "and 32768 MB of memory each) hold less than the resourcePerInstance of task role 'w' "
+        "(4 GPUs, 8 CPUs and 1024 MB of memory), which needs 4; raise skuNum or lower "
+        "resourcePerInstance"
+    ]
+
+
+def test_a_job_no_sku_of_its_vc_can_hold_says_what_it_asks_and_what_the_vc_offers() -> None:
+    cluster = cluster_from_file(LOCAL_CLUSTER_FILE)  # CPU slots only
+    spec = job({"trainer": {"gpu": 1, "cpu": 2, "memoryMB": 4096}}, vc="default")
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(spec, cluster, "u~j")
+    assert refused.value.problems == [
+        "no SKU of VC 'default' provides what the tasks ask for: task role 'trainer' asks for "
+        "1 GPU, 2 CPUs and 4096 MB of memory per task; the SKUs of VC 'default' offer per leaf "
+        "cell: 'CPU' (0 GPUs, 1 CPU and 1024 MB of memory)"
+    ]

@@ -168,7 +168,7 @@ def test_attempts_describe_the_run(client: Client, hello: JobDetail) -> None:
     assert len(latest) == 1 and latest[0].state == "SUCCEEDED"
     assert task_attempts.task_role == "main"
     assert task_attempts.attempts[-1].attempt_id == hello.tasks()[0][1].attempt_id
-    assert all(event.taskrole_name in (None, "main") for event in client.events(hello.name))
+    assert all(event.taskrole_name in ("", "main") for event in client.events(hello.name))
 
 
 def test_logs_of_a_multi_role_job_need_a_role(client: Client) -> None:

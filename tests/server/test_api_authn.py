@@ -35,8 +35,9 @@ def test_info_describes_the_server(pai_server: RunningServer) -> None:
         assert client.get("/info").json() == {
             "name": "PAI RESTful API",
             "version": pai.__version__,
-            "launcherType": "local",
+            "launcherType": "k8s",
             "authnMethod": "basic",
+            "executor": "local",
         }
         assert client.get("/authn/info").json() == {
             "authn_type": "basic",
@@ -89,6 +90,40 @@ def test_login_expiration_is_honoured_within_bounds(
     assert too_long.json()["message"] == "body.expiration: must be at most 604800 seconds"
 
 
+def test_a_form_encoded_login_works_as_openpai_clients_send_it(
+    pai_server: RunningServer, alice: Account
+) -> None:
+    """OpenPAI's SDK and portal post `username=...&password=...&expiration=...`."""
+    form = {"username": alice.username, "password": alice.password}
+    with pai_server.client() as client:
+        login = client.post("/authn/basic/login", data={**form, "expiration": "120"})
+        as_token = client.post("/tokens", data=form)
+        not_a_number = client.post("/authn/basic/login", data={**form, "expiration": "soon"})
+        too_short = client.post("/authn/basic/login", data={**form, "expiration": "59"})
+        missing = client.post("/authn/basic/login", data={"username": alice.username})
+        twice = client.post(
+            "/authn/basic/login",
+            content=f"username={alice.username}&username=x&password=p",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        not_json = client.post(
+            "/authn/basic/login", content=b"{", headers={"Content-Type": "application/json"}
+        )
+    assert login.status_code == 200, login.text
+    _, claims = check(pai_server, bearer_auth(login.json()["token"]))
+    assert claims["exp"] - claims["iat"] == 120  # type: ignore[operator]
+    assert as_token.status_code == 200 and as_token.json()["user"] == alice.username
+    assert not_a_number.json() == {
+        "code": "InvalidParametersError",
+        "message": "body.expiration: Input should be a valid integer",
+    }
+    assert too_short.status_code == 400 and "body.expiration" in too_short.json()["message"]
+    assert missing.json()["message"] == "body.password: Field required"
+    assert twice.json()["message"] == "body.username: given 2 times; give it once"
+    assert not_json.status_code == 400 and "not valid JSON" in not_json.json()["message"]
+    assert alice.password not in not_a_number.text + missing.text
+
+
 def test_login_failures_say_which_part_is_wrong(pai_server: RunningServer, alice: Account) -> None:
     with pai_server.client() as client:
         unknown = client.post(
@@ -129,7 +164,9 @@ def test_token_list_describes_live_tokens_by_hash_only(
     with pai_server.client(user_token) as client:
         response = client.get("/tokens")
     assert response.status_code == 200
-    listed = {entry["tokenHash"]: entry for entry in response.json()["tokens"]}
+    body = response.json()
+    listed = {entry["tokenHash"]: entry for entry in body["details"]}
+    assert body["tokens"] == list(listed)  # OpenPAI's list: what DELETE /tokens/{token} takes
     user_entry = listed[hashlib.sha256(user_token.encode()).hexdigest()]
     app_entry = listed[hashlib.sha256(app_token.encode()).hexdigest()]
     assert user_entry["application"] is False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -329,7 +330,7 @@ def test_a_job_waiting_for_its_vc_says_why(as_carol: httpx.Client, as_bob: httpx
         waiting = detail(as_carol, waiter)
     reason = waiting["jobStatus"]["waitReason"]
     assert reason["kind"] == "vc_quota" and reason["message"]
-    assert first_task(waiting)["containerLog"] is None
+    assert first_task(waiting)["containerLog"] == ""  # no log before it is placed
     logs = as_carol.get(f"/jobs/{waiter}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs")
     assert logs.status_code == 404 and logs.json()["code"] == "NoTaskLogError"
 
@@ -497,6 +498,15 @@ def test_events_tell_the_story_of_a_job(as_alice: httpx.Client, jobs: dict[str, 
         0,
         "Normal",
     )
+    assert completed["frameworkName"] == jobs["hello"] and completed["podUid"]
+    assert datetime.fromisoformat(completed["lastTimestamp"]) <= datetime.now(UTC)
+    submitted = events["data"][0]  # about the whole job: OpenPAI's fields, naming no task
+    assert [submitted[key] for key in ("podUid", "taskroleName", "taskName", "taskIndex")] == [
+        "",
+        "",
+        "",
+        -1,
+    ]
     wait_for(as_alice, jobs["failing"])
     warnings = as_alice.get(f"/jobs/{jobs['failing']}/events", params={"type": "Warning"}).json()
     assert warnings["totalCount"] >= 4

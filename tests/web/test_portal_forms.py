@@ -85,7 +85,7 @@ def test_an_application_token_is_shown_once_and_can_be_revoked(portal: RunningSe
     with portal.client() as api:
         assert api.get("/jobs", headers=bearer_auth(token)).status_code == 200
         listed = api.get("/tokens", headers=bearer_auth(portal.login(user.username, user.password)))
-        application = [item for item in listed.json()["tokens"] if item["application"]]
+        application = [item for item in listed.json()["details"] if item["application"]]
         assert len(application) == 1
         assert token not in visitor.client.get("/account").text
 

@@ -139,7 +139,14 @@ def ray_nodes_table(cluster: ClusterConfig, ray_nodes: list[RayNode]) -> Table:
 
 
 def _check_port_free(host: str, port: int) -> None:
+    """Refuse to start when something listens on `host:port`.
+
+    The probe binds as the server will (with SO_REUSEADDR, as any server does), so connections
+    a killed PAI left behind in TIME_WAIT or FIN_WAIT do not hold the port: a restart right
+    after a crash succeeds, while a live listener still gets the clear message.
+    """
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as error:

@@ -7,8 +7,9 @@ controller reads the recorded intent and is the only one to act on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -27,7 +28,9 @@ from pai.errors import (
 )
 from pai.protocol import (
     JobSpec,
+    Problem,
     ProtocolError,
+    field_problem,
     parse_submitted_job,
     rendered_job_dict,
     runtime_plugins_for_role,
@@ -52,13 +55,7 @@ def submit_job(
     try:
         submitted = parse_submitted_job(text)
     except ProtocolError as invalid:
-        raise InvalidProtocolError(
-            invalid.summary(),
-            problems=[
-                {"path": p.path, "message": p.message, "line": p.line, "column": p.column}
-                for p in invalid.problems
-            ],
-        ) from None
+        raise InvalidProtocolError(invalid.summary(), problems=_listed(invalid.problems)) from None
     spec = submitted.spec
     vc = spec.virtual_cluster
     if vc not in cluster.virtual_clusters:
@@ -73,8 +70,10 @@ def submit_job(
     try:
         job_requests(spec, cluster, framework_name)
     except RequestRefused as refused:
+        located = [field_problem(text, problem) for problem in refused.problems]
         raise InvalidProtocolError(
-            f"job '{spec.name}' can never run on this cluster: " + "; ".join(refused.problems)
+            f"job '{spec.name}' can never run on this cluster: " + "; ".join(refused.problems),
+            problems=_listed(problem for problem in located if problem is not None),
         ) from None
     _check_plugins(spec)
     # Everything is computed before the first statement: on SQLite that statement takes the
@@ -101,6 +100,13 @@ def submit_job(
             f"job '{framework_name}' already exists; choose another name"
         ) from None
     return row
+
+
+def _listed(problems: Iterable[Problem]) -> list[dict[str, Any]]:
+    """Problems as the API's error body lists them."""
+    return [
+        {"path": p.path, "message": p.message, "line": p.line, "column": p.column} for p in problems
+    ]
 
 
 def request_stop(session: Session, job: JobRow) -> None:

@@ -19,7 +19,7 @@ from pai.protocol.extras import (
 from pai.protocol.job import Defaults, Deployment, DeploymentRole, JobSpec
 from pai.protocol.masking import SECRET_MASK, masked_job_dict, masked_job_text
 from pai.protocol.names import kubernetes_name
-from pai.protocol.parser import SubmittedJob, parse_job, parse_submitted_job
+from pai.protocol.parser import SubmittedJob, field_problem, parse_job, parse_submitted_job
 from pai.protocol.plugins import runtime_plugins_for_role
 from pai.protocol.prerequisites import (
     DataPrerequisite,
@@ -65,6 +65,7 @@ __all__ = [
     "StorageRef",
     "SubmittedJob",
     "TaskRole",
+    "field_problem",
     "job_json_schema",
     "kubernetes_name",
     "masked_job_dict",

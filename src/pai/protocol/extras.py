@@ -25,6 +25,14 @@ class HivedTaskRole(ProtocolModel):
     sku_type: str | None = Field(
         default=None, description="SKU (cell type) the role needs, e.g. V100."
     )
+    sku_num: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Leaf cells of the role's SKU each task holds, as OpenPAI's portal writes it next "
+            "to skuType; resourcePerInstance must fit in them."
+        ),
+    )
     pinned_cell_id: str | None = Field(
         default=None,
         description="Run on this pinned cell of the virtual cluster (not with skuType).",

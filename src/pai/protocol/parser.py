@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -15,6 +16,8 @@ from pai.protocol.masking import masked_composed_text
 from pai.protocol.messages import validation_problems
 from pai.protocol.yaml_tree import compose_document, decode_job_text
 from pai.protocol.yaml_values import build_values
+
+_FIELD_PROBLEM = re.compile(r"((?:defaults|extras|taskRoles)(?:\.[A-Za-z0-9_-]+)+): (.+)", re.S)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,20 @@ def parse_submitted_job(text: str | bytes) -> SubmittedJob:
     decoded = decode_job_text(text)
     root = compose_document(decoded)
     return SubmittedJob(spec=_validated(root), masked_text=masked_composed_text(decoded, root))
+
+
+def field_problem(text: str | bytes, problem: str) -> Problem | None:
+    """A problem found after parsing (by checks that need the cluster, such as the scheduler's)
+    placed in the job file `text`, if it is about one field: such problems start with the
+    field's path, `extras.hivedScheduler.taskRoles.worker.skuNum: ...`. None for others."""
+    match = _FIELD_PROBLEM.fullmatch(problem)
+    if match is None:
+        return None
+    path, message = match[1], match[2]
+    root = compose_document(decode_job_text(text))
+    if root is None:
+        return Problem(path=path, message=message)
+    return build_values(root).sources.problem(tuple(path.split(".")), message)
 
 
 def _validated(root: Node | None) -> JobSpec:

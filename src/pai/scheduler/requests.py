@@ -1,7 +1,8 @@
 """From a job to the groups the scheduler places, as OpenPAI's server translates them for HiveD.
 
 - leaf cells per task = max over gpu, cpu and memory of ceil(request / the SKU's unit), at least
-  one; asking for a resource the SKU lacks is refused;
+  one; asking for a resource the SKU lacks is refused. A role's `skuNum` sets the number
+  instead, and is refused if resourcePerInstance needs more cells than that;
 - `jobPriorityClass` gives the priority: crit 120, prod 100, test 10 (default), oppo -1;
 - with gang allocation (the default) roles with the same `affinityGroupName` form one group and
   roles without one share the group `default`; without gang allocation every task is its own
@@ -46,6 +47,7 @@ class _Role:
     cpu: int
     memory_mb: int
     sku_type: str | None
+    sku_num: int | None
     pinned_cell_id: str | None
     group: str
 
@@ -77,6 +79,7 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
                 cpu=resources.cpu,
                 memory_mb=resources.memory_mb,
                 sku_type=setting.sku_type if setting is not None else None,
+                sku_num=setting.sku_num if setting is not None else None,
                 pinned_cell_id=setting.pinned_cell_id if setting is not None else None,
                 group=group,
             )
@@ -166,7 +169,21 @@ def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority
     ]
     if not usable:
         owner = f"VC '{vc}'" if priority >= 0 else "the cluster"
-        raise RequestRefused([f"no SKU of {owner} provides what the tasks ask for"])
+        asks = "; ".join(
+            f"task role '{role.name}' asks for {_amounts(role.gpu, role.cpu, role.memory_mb)} "
+            "per task"
+            for role in members
+        )
+        offers = ", ".join(
+            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})"
+            for sku in map(cluster.sku_types.__getitem__, skus)
+        )
+        raise RequestRefused(
+            [
+                f"no SKU of {owner} provides what the tasks ask for: {asks}; the SKUs of "
+                f"{owner} offer per leaf cell: {offers or 'nothing (it has no cells)'}"
+            ]
+        )
     usable.sort(key=lambda sku: (sku.gpu > 0) != needs_gpu)
     return usable[0]
 
@@ -197,4 +214,24 @@ def _leaf_cells(role: _Role, sku: SkuType) -> int:
         )
         if unit > 0
     ]
-    return max([1, *counts])
+    needed = max([1, *counts])
+    if role.sku_num is None:
+        return needed
+    if needed > role.sku_num:
+        raise RequestRefused(
+            [
+                f"extras.hivedScheduler.taskRoles.{role.name}.skuNum: {role.sku_num} leaf "
+                f"cell(s) of SKU '{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)} "
+                f"each) hold less than the resourcePerInstance of task role '{role.name}' "
+                f"({_amounts(role.gpu, role.cpu, role.memory_mb)}), which needs {needed}; "
+                "raise skuNum or lower resourcePerInstance"
+            ]
+        )
+    return role.sku_num
+
+
+def _amounts(gpu: int, cpu: int, memory_mb: int) -> str:
+    """`1 GPU, 8 CPUs and 61440 MB of memory`."""
+    gpus = "GPU" if gpu == 1 else "GPUs"
+    cpus = "CPU" if cpu == 1 else "CPUs"
+    return f"{gpu} {gpus}, {cpu} {cpus} and {memory_mb} MB of memory"

@@ -105,7 +105,7 @@ class IdentityApi(ApiBase):
     def tokens(self) -> list[TokenInfo]:
         """The caller's live tokens (needs a user token, not an application token)."""
         body = self._transport.get("/tokens")
-        return [TokenInfo.model_validate(item) for item in body["tokens"]]
+        return [TokenInfo.model_validate(item) for item in body["details"]]
 
     def create_application_token(self) -> str:
         """A new token that never expires, for scripts; revoke it with `revoke_token`.

@@ -16,7 +16,11 @@ from pai.server.context import ServerContext
 from pai.server.deps import single_valued_query
 from pai.server.errors import install_error_handlers
 from pai.server.logconfig import protect_library_loggers
-from pai.server.middleware import RejectNulMiddleware, RequestLogMiddleware
+from pai.server.middleware import (
+    OpenPaiPathMiddleware,
+    RejectNulMiddleware,
+    RequestLogMiddleware,
+)
 from pai.server.routes import authn, groups, health, info, tokens, users
 from pai.settings import Settings
 from pai.store import Database
@@ -80,6 +84,7 @@ def create_app(
     )
     app.state.context = context
     install_error_handlers(app)
+    app.add_middleware(OpenPaiPathMiddleware)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(RequestLogMiddleware)
     protect_library_loggers()

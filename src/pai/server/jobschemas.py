@@ -7,6 +7,7 @@ Times are milliseconds since the epoch, or null; retry counts split by cause as 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -123,14 +124,16 @@ class JobStatusInfo(BaseModel):
 
 class TaskStatusInfo(BaseModel):
     taskIndex: int
-    taskUid: str
+    taskUid: int = Field(
+        description="Identifies the task in this job attempt (below 2**53, as OpenPAI's is)."
+    )
     taskState: str
     containerId: str | None = Field(description="The executor's key of the current attempt.")
     containerIp: str | None
     containerNodeName: str | None
-    containerPorts: dict[str, str] | None = Field(description='label -> "port1,port2"')
+    containerPorts: dict[str, str] = Field(description='label -> "port1,port2"; {} if unplaced')
     containerGpus: str | None = Field(description='GPU indices, "0,1"; null without GPUs')
-    containerLog: str | None = Field(description="URL of the attempt's log locations")
+    containerLog: str = Field(description='URL of the attempt\'s log locations; "" if unplaced')
     containerExitCode: int | None
     containerExitSpec: ExitSpecInfo | None
     containerExitDiagnostics: str | None
@@ -141,6 +144,9 @@ class TaskStatusInfo(BaseModel):
     completedTime: int | None
     attemptId: int
     attemptState: str
+    currentAttemptCreatedTime: int | None
+    currentAttemptLaunchedTime: int | None
+    currentAttemptCompletedTime: int | None
     dockerImage: str | None = Field(
         default=None, description="PAI: the image the role asked for (dockerImage)."
     )
@@ -170,10 +176,33 @@ class JobDetail(BaseModel):
     taskRoles: dict[str, TaskRoleInfo]
 
 
+class ExitDiagnostics(BaseModel):
+    diagnosticsSummary: str
+    runtime: dict[str, Any] | None
+    launcher: str
+
+
 class JobAttemptDetail(JobDetail):
-    """One job attempt (a job retry starts a new one), as `GET .../job-attempts` lists them."""
+    """One job attempt (a job retry starts a new one), as `GET .../job-attempts` lists them:
+    the job detail of that attempt plus OpenPAI's job-history fields."""
 
     isLatest: bool
+    jobName: str
+    uid: str = Field(description="The attempt's id, as `jobStatus.appId`.")
+    userName: str
+    state: str = Field(description="SUCCEEDED, FAILED, STOPPED, or the job's state if current.")
+    originState: str = Field(description="The attempt's FrameworkController state.")
+    attemptIndex: int
+    jobStartedTime: int = Field(description="When the job was submitted.")
+    attemptStartedTime: int | None
+    attemptCompletedTime: int | None
+    exitCode: int | None
+    exitPhrase: str | None
+    exitType: str | None
+    exitDiagnostics: ExitDiagnostics | None
+    totalGpuNumber: int
+    totalTaskNumber: int
+    totalTaskRoleNumber: int
 
 
 class TaskAttemptInfo(BaseModel):
@@ -182,7 +211,7 @@ class TaskAttemptInfo(BaseModel):
     containerId: str | None
     containerIp: str | None
     containerNodeName: str | None
-    containerPorts: dict[str, str] | None
+    containerPorts: dict[str, str] = Field(description='label -> "port1,port2"; {} if unplaced')
     containerGpus: str | None
     containerExitCode: int | None
     containerExitSpec: ExitSpecInfo | None
@@ -190,15 +219,30 @@ class TaskAttemptInfo(BaseModel):
     createdTime: int | None
     launchedTime: int | None
     completedTime: int | None
+    currentAttemptCreatedTime: int | None = Field(description="OpenPAI's name of createdTime.")
+    currentAttemptLaunchedTime: int | None
+    currentAttemptCompletedTime: int | None
+    containerLog: str = Field(description='URL of the attempt\'s log locations; "" if unplaced')
     logs: str | None = Field(description="URL of the attempt's log locations; null if unplaced")
 
 
 class TaskAttempts(BaseModel):
-    """A task with every attempt of it in one job attempt: its retry history."""
+    """A task with every attempt of it in one job attempt: its retry history (OpenPAI's task
+    status)."""
 
     taskIndex: int
-    taskRole: str
+    taskUid: str = Field(description="The job detail's `taskUid` of this task, as text.")
+    taskState: str
+    retries: int
+    accountableRetries: int
+    createdTime: int | None = Field(description="When the task's first attempt was created.")
+    launchedTime: int | None
+    completedTime: int | None
+    username: str
+    jobName: str
     jobAttemptId: int
+    taskRoleName: str
+    taskRole: str = Field(description="PAI's name of taskRoleName.")
     attempts: list[TaskAttemptInfo]
 
 
@@ -212,15 +256,24 @@ class LogLocations(BaseModel):
 
 
 class JobEventInfo(BaseModel):
+    """Something that happened to the job or one of its tasks, in the shape of OpenPAI's
+    (Kubernetes) pod events. An event about the whole job names no task: its `podUid`,
+    `taskroleName` and `taskName` are "" and its `taskIndex` is -1."""
+
     uid: str
-    taskroleName: str | None
-    taskName: str | None
-    taskIndex: int | None
+    frameworkName: str = Field(description="The job, `<user>~<job>`.")
+    podUid: str = Field(
+        description="The task, the same in every attempt (`metadata.uid` in GET "
+        '/kubernetes/pods); "" for the job.'
+    )
+    taskroleName: str
+    taskName: str
+    taskIndex: int
     type: str = Field(description="Normal or Warning")
     reason: str
     message: str
-    firstTimestamp: int
-    lastTimestamp: int
+    firstTimestamp: datetime = Field(description="ISO 8601, UTC.")
+    lastTimestamp: datetime = Field(description="ISO 8601, UTC.")
     count: int
     sourceComponent: str
     sourceHost: str | None

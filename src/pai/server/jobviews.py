@@ -10,6 +10,7 @@ every task WAITING, which is what it is about to become.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,7 @@ from pai.orchestrator import framework as fw
 from pai.runtime.exitspec import ExitSpec
 from pai.server.jobschemas import (
     AppExitMessages,
+    ExitDiagnostics,
     ExitSpecInfo,
     JobAttemptDetail,
     JobDetail,
@@ -59,6 +61,19 @@ def task_logs_url(job_url: str) -> LogUrl:
 def debug_id(framework_name: str) -> str:
     """OpenPAI's `debugId`: the MD5 of the framework name (an identifier, not a secret)."""
     return hashlib.md5(framework_name.encode(), usedforsecurity=False).hexdigest()
+
+
+def pod_uid(framework_name: str, role: str, index: int) -> str:
+    """A task as OpenPAI's clients know a pod: the same in every attempt, so events
+    (`podUid`) and `GET /kubernetes/pods` (`metadata.uid`) name it alike."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pai-task:{framework_name}/{role}/{index}"))
+
+
+def task_uid(framework_name: str, attempt_id: int, role: str, index: int) -> int:
+    """OpenPAI's integer `taskUid` of a task in one job attempt; 48 bits, so that JavaScript
+    clients, which read JSON numbers as doubles, get it exactly."""
+    name = f"{framework_name}/{attempt_id}/{role}/{index}".encode()
+    return int.from_bytes(hashlib.sha256(name).digest()[:6], "big")
 
 
 @dataclass(frozen=True)
@@ -177,18 +192,24 @@ def _first_attempt(row: JobRow) -> fw.JobAttempt:
     return fw.JobAttempt(0, created, tasks)
 
 
-def event_info(event: JobEvent) -> JobEventInfo:
-    at = epoch_ms(event.at)
+def event_info(framework_name: str, event: JobEvent) -> JobEventInfo:
+    role, index = event.role, event.task_index
+    if role is None or index is None:  # about the whole job
+        pod, role, task_name, index = "", "", "", -1
+    else:
+        pod, task_name = pod_uid(framework_name, role, index), f"{role}-{index}"
     return JobEventInfo(
         uid=str(event.id),
-        taskroleName=event.role,
-        taskName=f"{event.role}-{event.task_index}" if event.role is not None else None,
-        taskIndex=event.task_index,
+        frameworkName=framework_name,
+        podUid=pod,
+        taskroleName=role,
+        taskName=task_name,
+        taskIndex=index,
         type=event.type,
         reason=event.reason,
         message=event.message,
-        firstTimestamp=at,
-        lastTimestamp=at,
+        firstTimestamp=event.at,
+        lastTimestamp=event.at,
         count=1,
         sourceComponent=EVENT_SOURCE,
         sourceHost=None,
@@ -208,13 +229,52 @@ class JobView:
         return JobDetail(**self._detail_fields(attempt))
 
     def attempt_detail(self, attempt: fw.JobAttempt) -> JobAttemptDetail:
-        return JobAttemptDetail(**self._detail_fields(attempt), isLatest=self._is_latest(attempt))
+        row, fields = self.row, self._detail_fields(attempt)
+        status: JobStatusInfo = fields["jobStatus"]
+        spec = status.appExitSpec
+        diagnostics = status.appExitDiagnostics or ""
+        return JobAttemptDetail(
+            **fields,
+            isLatest=self._is_latest(attempt),
+            jobName=row.name,
+            uid=status.appId,
+            userName=row.username,
+            state=status.attemptState,
+            originState=status.subState,
+            attemptIndex=attempt.attempt_id,
+            jobStartedTime=status.submissionTime,
+            attemptStartedTime=status.appLaunchedTime,
+            attemptCompletedTime=status.appCompletedTime,
+            exitCode=status.appExitCode,
+            exitPhrase=spec.phrase if spec else None,
+            exitType=status.appExitType,
+            exitDiagnostics=(
+                ExitDiagnostics(diagnosticsSummary=diagnostics, runtime=None, launcher=diagnostics)
+                if attempt.completion
+                else None
+            ),
+            totalGpuNumber=row.total_gpus,
+            totalTaskNumber=row.total_tasks,
+            totalTaskRoleNumber=row.total_roles,
+        )
 
     def task_attempts(self, attempt: fw.JobAttempt, task: fw.Task) -> TaskAttempts:
+        first, current = task.attempts[0], task.current
+        state = fw.task_shown_state(task)
         return TaskAttempts(
             taskIndex=task.index,
-            taskRole=task.role,
+            taskUid=str(self._task_uid(attempt, task)),
+            taskState=state,
+            retries=task.retry.total,
+            accountableRetries=task.retry.accountable,
+            createdTime=_seconds_ms(first.created_at),
+            launchedTime=_seconds_ms(first.running_at),
+            completedTime=_seconds_ms(current.completed_at),
+            username=self.row.username,
+            jobName=self.row.name,
             jobAttemptId=attempt.attempt_id,
+            taskRoleName=task.role,
+            taskRole=task.role,
             attempts=[
                 self._task_attempt_info(attempt, task, task_attempt)
                 for task_attempt in task.attempts
@@ -312,26 +372,32 @@ class JobView:
         where = current.placement
         completion = current.completion
         state = fw.task_shown_state(task)
+        created = _seconds_ms(current.created_at)
+        launched = _seconds_ms(current.running_at)
+        completed = _seconds_ms(current.completed_at)
         return TaskStatusInfo(
             taskIndex=task.index,
-            taskUid=f"j{self.row.id}-a{attempt.attempt_id}-{task.role}-{task.index}",
+            taskUid=self._task_uid(attempt, task),
             taskState=state,
             containerId=where["key"] if where else None,
             containerIp=where["address"] if where else None,
             containerNodeName=where["node"] if where else None,
             containerPorts=_ports(where),
             containerGpus=_gpus(where),
-            containerLog=self._logs(attempt, task, current),
+            containerLog=self._logs(attempt, task, current) or "",
             containerExitCode=completion.code if completion else None,
             containerExitSpec=self._explain(completion.code) if completion else None,
             containerExitDiagnostics=completion.diagnostics or None if completion else None,
             retries=task.retry.total,
             accountableRetries=task.retry.accountable,
-            createdTime=_seconds_ms(current.created_at),
-            launchedTime=_seconds_ms(current.running_at),
-            completedTime=_seconds_ms(current.completed_at),
+            createdTime=created,
+            launchedTime=launched,
+            completedTime=completed,
             attemptId=current.attempt_id,
             attemptState=state,
+            currentAttemptCreatedTime=created,
+            currentAttemptLaunchedTime=launched,
+            currentAttemptCompletedTime=completed,
             dockerImage=where.get("dockerImage") if where else None,
             isolation=where.get("isolation") if where else None,
         )
@@ -343,6 +409,10 @@ class JobView:
         completion = task_attempt.completion
         current = task_attempt is task.current
         state = fw.task_shown_state(task) if current else _outcome(completion)
+        created = _seconds_ms(task_attempt.created_at)
+        launched = _seconds_ms(task_attempt.running_at)
+        completed = _seconds_ms(task_attempt.completed_at)
+        logs = self._logs(attempt, task, task_attempt)
         return TaskAttemptInfo(
             attemptId=task_attempt.attempt_id,
             attemptState=state,
@@ -354,10 +424,14 @@ class JobView:
             containerExitCode=completion.code if completion else None,
             containerExitSpec=self._explain(completion.code) if completion else None,
             containerExitDiagnostics=completion.diagnostics or None if completion else None,
-            createdTime=_seconds_ms(task_attempt.created_at),
-            launchedTime=_seconds_ms(task_attempt.running_at),
-            completedTime=_seconds_ms(task_attempt.completed_at),
-            logs=self._logs(attempt, task, task_attempt),
+            createdTime=created,
+            launchedTime=launched,
+            completedTime=completed,
+            currentAttemptCreatedTime=created,
+            currentAttemptLaunchedTime=launched,
+            currentAttemptCompletedTime=completed,
+            containerLog=logs or "",
+            logs=logs,
         )
 
     def _logs(
@@ -366,6 +440,9 @@ class JobView:
         if task_attempt.placement is None:
             return None
         return self._log_url(attempt.attempt_id, task.role, task.index, task_attempt.attempt_id)
+
+    def _task_uid(self, attempt: fw.JobAttempt, task: fw.Task) -> int:
+        return task_uid(self.row.framework_name, attempt.attempt_id, task.role, task.index)
 
     def _explain(self, code: int) -> ExitSpecInfo:
         explained = self._explained.get(code)
@@ -394,9 +471,9 @@ def _diagnostics(task: fw.Task | None) -> str | None:
     return completion.diagnostics or None if completion else None
 
 
-def _ports(where: Mapping[str, Any] | None) -> dict[str, str] | None:
+def _ports(where: Mapping[str, Any] | None) -> dict[str, str]:
     if where is None:
-        return None
+        return {}
     return {label: ",".join(str(port) for port in ports) for label, ports in where["ports"].items()}
 
 

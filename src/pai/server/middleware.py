@@ -1,5 +1,5 @@
-"""Per-request logging, request ids, the last line of defence for unexpected errors, and the
-refusal of NUL in URLs (`pai.server.nul`)."""
+"""Per-request logging, request ids, the last line of defence for unexpected errors, the
+refusal of NUL in URLs (`pai.server.nul`), and the API paths OpenPAI's clients write."""
 
 from __future__ import annotations
 
@@ -89,3 +89,38 @@ class RejectNulMiddleware:
             return
         refusal = error_response(InvalidParametersError(f"{where}: {NUL_REFUSED}"))
         await refusal(scope, receive, send)
+
+
+OPENPAI_PREFIX = "/rest-server"
+"""Where OpenPAI's proxy serves the API (`https://<master>/rest-server/api/v2`): its SDK and CLI
+build every URL from the cluster's address that way."""
+
+
+class OpenPaiPathMiddleware:
+    """Serves the API also at the paths OpenPAI's clients use: under `/rest-server`, and with a
+    trailing slash (`/api/v2/users/`), which OpenPAI's server ignores and its SDK sends."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = _api_path(scope["path"])
+            if path != scope["path"]:
+                raw = scope.get("raw_path")
+                scope = {
+                    **scope,
+                    "path": path,
+                    "raw_path": _api_path(raw.decode("latin-1")).encode("latin-1")
+                    if raw
+                    else path.encode(),
+                }
+        await self.app(scope, receive, send)
+
+
+def _api_path(path: str) -> str:
+    if path.startswith(OPENPAI_PREFIX + "/api/"):
+        path = path[len(OPENPAI_PREFIX) :]
+    if path.startswith("/api/") and path.endswith("/"):
+        path = path.rstrip("/")
+    return path

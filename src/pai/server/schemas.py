@@ -86,8 +86,12 @@ class Message(BaseModel):
 class ServerInfo(BaseModel):
     name: str
     version: str
-    launcherType: str
+    launcherType: Literal["k8s"] = Field(
+        description="Always k8s: PAI serves the API of OpenPAI on Kubernetes (the only other "
+        "value, yarn, is OpenPAI's retired API); `executor` says where tasks run."
+    )
     authnMethod: str
+    executor: str = Field(description="PAI: where tasks run (local, ray, ...).")
 
 
 class AuthnInfo(BaseModel):
@@ -129,7 +133,11 @@ class TokenInfo(BaseModel):
 
 
 class TokenList(BaseModel):
-    tokens: list[TokenInfo]
+    """OpenPAI's list of tokens, in the closest form a server that keeps only hashes can give:
+    each entry of `tokens` is what DELETE /tokens/{token} takes to revoke that token."""
+
+    tokens: list[str] = Field(description="The SHA-256 of each live token (never the token).")
+    details: list[TokenInfo] = Field(description="PAI: each token's kind and times, same order.")
 
 
 class TokenCheck(BaseModel):
@@ -150,6 +158,12 @@ class UserInfo(BaseModel):
     admin: bool
     virtualCluster: list[str]
     storageConfig: list[str]
+
+
+class GroupMember(UserInfo):
+    """A user as `GET /groups/{group}/userlist` lists them."""
+
+    clusterAdmin: bool = Field(description="OpenPAI's name of `admin`.")
 
 
 class CreateUserRequest(Body):

@@ -12,6 +12,7 @@ from pai.auth.permissions import Grants
 from pai.errors import InvalidParametersError
 from pai.server.deps import Context, UserTokenCaller, client_address
 from pai.server.errors import error_responses
+from pai.server.login import LOGIN_BODY, login_request
 from pai.server.schemas import AuthnInfo, LoginRequest, LoginResponse, Message
 from pai.store import identity
 
@@ -21,6 +22,7 @@ LOGIN_PATH = "/api/v2/authn/basic/login"
 router = APIRouter(prefix="/authn", tags=["authentication"])
 
 ClientAddress = Annotated[str, Depends(client_address)]
+LoginBody = Annotated[LoginRequest, Depends(login_request)]
 
 
 @router.get("/info", response_model=AuthnInfo)
@@ -28,9 +30,14 @@ def authn_info() -> AuthnInfo:
     return AuthnInfo(authn_type="basic", loginURI=LOGIN_PATH, loginURIMethod="post")
 
 
-@router.post("/basic/login", response_model=LoginResponse, responses=error_responses(400, 429))
-def login(body: LoginRequest, context: Context, client: ClientAddress) -> LoginResponse:
-    """Exchange a user name and password for a user token."""
+@router.post(
+    "/basic/login",
+    response_model=LoginResponse,
+    responses=error_responses(400, 429),
+    openapi_extra=LOGIN_BODY,
+)
+def login(body: LoginBody, context: Context, client: ClientAddress) -> LoginResponse:
+    """Exchange a user name and password for a user token (JSON or form-encoded body)."""
     return log_in(context, client, body)
 
 

@@ -17,8 +17,10 @@ from pai.server.clusterviews import (
 )
 from pai.server.deps import Caller, Context
 from pai.server.errors import error_responses
+from pai.server.routes import kubernetes
 
 router = APIRouter(tags=["cluster"])
+router.include_router(kubernetes.router)  # the same cluster, as Kubernetes lists
 
 
 def _view(context: Context) -> ClusterView:
@@ -58,6 +60,16 @@ def list_sku_types(
     _caller: Caller,
     vc: Annotated[str | None, Query(description="Only the SKUs this VC has cells of.")] = None,
 ) -> dict[str, SkuTypeInfo]:
+    return _view(context).sku_types(vc)
+
+
+@router.get(
+    "/virtual-clusters/{vc}/sku-types",
+    response_model=dict[str, SkuTypeInfo],
+    responses=error_responses(401, 404),
+)
+def list_vc_sku_types(vc: str, context: Context, _caller: Caller) -> dict[str, SkuTypeInfo]:
+    """The SKUs `vc` has cells of (the path OpenPAI's SDK uses for `?vc=` above)."""
     return _view(context).sku_types(vc)
 
 

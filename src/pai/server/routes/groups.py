@@ -14,9 +14,9 @@ from pai.server.schemas import (
     GroupAcls,
     GroupExtension,
     GroupInfo,
+    GroupMember,
     Message,
     UpdateGroupRequest,
-    UserInfo,
 )
 from pai.server.views import group_info, user_info
 
@@ -86,10 +86,11 @@ def delete_group(group: str, context: Context, _admin: Admin) -> Message:
     return Message(message=f"group '{group}' is deleted")
 
 
-@router.get("/{group}/userlist", response_model=list[UserInfo], responses=ADMIN_ERRORS)
-def group_userlist(group: str, context: Context, _admin: Admin) -> list[UserInfo]:
+@router.get("/{group}/userlist", response_model=list[GroupMember], responses=ADMIN_ERRORS)
+def group_userlist(group: str, context: Context, _admin: Admin) -> list[GroupMember]:
     with context.database.reading() as session:
-        return [user_info(user) for user in Directory(session).members(group)]
+        members = [user_info(user) for user in Directory(session).members(group)]
+    return [GroupMember(**member.model_dump(), clusterAdmin=member.admin) for member in members]
 
 
 def _acls(extension: GroupExtension | None) -> GroupAcls | None:

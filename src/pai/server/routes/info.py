@@ -16,6 +16,7 @@ def server_info(context: Context) -> ServerInfo:
     return ServerInfo(
         name="PAI RESTful API",
         version=pai.__version__,
-        launcherType=context.launcher_type,
+        launcherType="k8s",
         authnMethod="basic",
+        executor=context.launcher_type,
     )

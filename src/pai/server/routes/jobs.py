@@ -358,7 +358,7 @@ def list_job_events(
         statement = select(JobEvent).where(JobEvent.job_id == row.id).order_by(JobEvent.id)
         if kind is not None:
             statement = statement.where(JobEvent.type == kind)
-        events = [event_info(event) for event in session.scalars(statement)]
+        events = [event_info(row.framework_name, event) for event in session.scalars(statement)]
     return JobEventList(totalCount=len(events), data=events)
 
 

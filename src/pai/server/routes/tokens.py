@@ -7,10 +7,10 @@ from fastapi import APIRouter
 from pai.auth.directory import Directory
 from pai.server.deps import Caller, Context, UserTokenCaller
 from pai.server.errors import error_responses
-from pai.server.routes.authn import ClientAddress, log_in
+from pai.server.login import LOGIN_BODY
+from pai.server.routes.authn import ClientAddress, LoginBody, log_in
 from pai.server.schemas import (
     ApplicationToken,
-    LoginRequest,
     LoginResponse,
     Message,
     TokenCheck,
@@ -27,11 +27,14 @@ def list_tokens(context: Context, caller: UserTokenCaller) -> TokenList:
     with context.database.reading() as session:
         user = Directory(session).user(caller.username)
         records = context.tokens.live_tokens(session, user)
-        return TokenList(tokens=[token_info(record) for record in records])
+        details = [token_info(record) for record in records]
+        return TokenList(tokens=[detail.tokenHash for detail in details], details=details)
 
 
-@router.post("", response_model=LoginResponse, responses=error_responses(400, 429))
-def create_token(body: LoginRequest, context: Context, client: ClientAddress) -> LoginResponse:
+@router.post(
+    "", response_model=LoginResponse, responses=error_responses(400, 429), openapi_extra=LOGIN_BODY
+)
+def create_token(body: LoginBody, context: Context, client: ClientAddress) -> LoginResponse:
     """Same as POST /api/v2/authn/basic/login."""
     return log_in(context, client, body)
 

@@ -77,7 +77,7 @@ def _account_page(
 ) -> HTMLResponse:
     with context.database.reading() as session:
         me = user_info(Directory(session).user(visitor.username))
-    tokens = tokens_api.list_tokens(context, visitor.principal).tokens
+    tokens = tokens_api.list_tokens(context, visitor.principal).details
     return render(
         request,
         "account.html",
