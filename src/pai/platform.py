@@ -112,4 +112,5 @@ def create_platform_app(
         root_routers=[portal],
         services={Controller: controller},
         lifespans=[run_controller],
+        launcher_type=settings.engine,
     )

@@ -149,6 +149,7 @@ def restore(sandbox: object, client: Client, worker: str) -> None:
 def test_nodes_come_from_ray_with_their_addresses_and_a_missing_one_is_named(
     sandbox: object, client: Client, platform: PaiUp, tmp_path: Path
 ) -> None:
+    assert client.info().executor == "ray"
     nodes = {node.name: node for node in client.nodes()}
 
     for name in WORKERS:

@@ -19,6 +19,8 @@ class ServerInfo(ApiModel):
     version: str
     launcher_type: str = ""
     authn_method: str = ""
+    executor: str = ""
+    """Where tasks run: local, ray."""
 
 
 class LoginResult(ApiModel):
