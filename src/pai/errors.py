@@ -113,6 +113,20 @@ class NoTagError(PaiError):
     default_status = 404
 
 
+class NoFileError(PaiError):
+    """A path inside a storage names nothing (PAI's addition: OpenPAI has no file API)."""
+
+    code = "NoFileError"
+    default_status = 404
+
+
+class NoItemError(PaiError):
+    """No marketplace item has this id, or the caller may not see it."""
+
+    code = "NoItemError"
+    default_status = 404
+
+
 class ConflictUserError(PaiError):
     code = "ConflictUserError"
     default_status = 409
@@ -131,6 +145,25 @@ class ConflictJobError(PaiError):
 class ConflictVcError(PaiError):
     code = "ConflictVcError"
     default_status = 409
+
+
+class ConflictStorageError(PaiError):
+    code = "ConflictStorageError"
+    default_status = 409
+
+
+class ConflictItemError(PaiError):
+    """A marketplace item of this name exists already."""
+
+    code = "ConflictItemError"
+    default_status = 409
+
+
+class InsufficientStorageError(PaiError):
+    """The storage has no room for the data (507, as WebDAV answers a full store)."""
+
+    code = "InsufficientStorageError"
+    default_status = 507
 
 
 class TooManyRequestsError(PaiError):

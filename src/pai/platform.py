@@ -89,7 +89,7 @@ def create_platform_app(
     settings: Settings, cluster: ClusterConfig, *, routers: Sequence[APIRouter] = ()
 ) -> FastAPI:
     """The whole platform as one ASGI app; the controller runs while the app runs."""
-    from pai.server.routes import clusters, jobs
+    from pai.server.routes import audit, clusters, jobs, storages
     from pai.web.routes import router as portal
 
     database = Database(settings.database_url)
@@ -108,7 +108,7 @@ def create_platform_app(
     return create_app(
         settings,
         database=database,
-        routers=[jobs.router, clusters.router, *routers],
+        routers=[jobs.router, clusters.router, storages.router, audit.router, *routers],
         root_routers=[portal],
         services={Controller: controller},
         lifespans=[run_controller],

@@ -20,6 +20,7 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_RAY_NAMESPACE`: Ray namespace of PAI's agents; `pai`.
 - `PAI_RAY_NODE_DIR`: absolute directory on every Ray node for PAI's agent state and the tasks'
   working and log directories; `/tmp/pai-node`.
+- `PAI_MAX_UPLOAD_BYTES`: the largest file a user may upload to a storage; 107374182400 (100 GiB).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Settings:
     ray_address: str | None = None
     ray_namespace: str = "pai"
     ray_node_dir: Path = DEFAULT_RAY_NODE_DIR
+    max_upload_bytes: int = 100 * 1024**3
 
     def __post_init__(self) -> None:
         if self.admin_password is not None and len(self.admin_password) < MIN_PASSWORD_LENGTH:
@@ -68,6 +70,7 @@ class Settings:
             ("PAI_TOKEN_MAX_EXPIRATION", self.token_max_expiration),
             ("PAI_LOGIN_RATE_LIMIT", self.login_rate_limit),
             ("PAI_SUBMISSION_RATE_LIMIT", self.submission_rate_limit),
+            ("PAI_MAX_UPLOAD_BYTES", self.max_upload_bytes),
         ):
             if value < 1:
                 raise ConfigurationError(f"{name}: must be a positive integer, got {value}")
@@ -110,6 +113,7 @@ class Settings:
             ray_address=env.get("PAI_RAY_ADDRESS") or None,
             ray_namespace=env.get("PAI_RAY_NAMESPACE") or cls.ray_namespace,
             ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
+            max_upload_bytes=_int(env, "PAI_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
         )
 
 

@@ -15,6 +15,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from pai.executors.mounts import Mount
 from pai.runtime.classification import Classification, ExitCode
 
 TASK_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.~-]{0,199}$")
@@ -65,6 +66,8 @@ class TaskLaunch:
     gpus: Sequence[int] = ()
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
     docker_image: str | None = None
+    mounts: tuple[Mount, ...] = ()
+    """Storages the task sees at their mount paths (`pai.executors.mounts`)."""
 
 
 class KillReason(Enum):

@@ -6,11 +6,12 @@ restart of the platform leaves running tasks alone; the executor finds them agai
 task directory (see `pai.executors.taskfiles`).
 
 What it does for the task, in order: checks that the task's ports are free on its node address
-(busy: 253, as OpenPAI's port checker), runs the script with bash in the working directory with
-the task's environment, copies stdout and stderr into capped log files, watches the resident
-memory of the task's whole process tree, ends the tree on request (SIGTERM, then SIGKILL after
-the grace period) or on exceeding memoryMB (SIGKILL, code -1200), and finally classifies the exit
-with the exit spec and writes result.json atomically.
+(busy: 253, as OpenPAI's port checker), mounts the task's storages in a mount namespace of the
+task's own (`pai.executors.mounts`; a failure ends the task with -120 or -200), runs the script
+with bash in the working directory with the task's environment, copies stdout and stderr into
+capped log files, watches the resident memory of the task's whole process tree, ends the tree on
+request (SIGTERM, then SIGKILL after the grace period) or on exceeding memoryMB (SIGKILL, code
+-1200), and finally classifies the exit with the exit spec and writes result.json atomically.
 
 The supervisor makes itself a child subreaper, so processes the task orphans (daemonised,
 `setsid`) stay its descendants: none of them survives the task. Memory is enforced by watching
@@ -44,6 +45,7 @@ import psutil
 
 from pai.executors.base import LogStream, TaskResult
 from pai.executors.logfiles import READ_CHUNK, CappedLogWriter, read_log
+from pai.executors.mounts import MountFailed, mount_command, read_report
 from pai.executors.taskfiles import (
     MIB,
     LaunchRecord,
@@ -139,7 +141,10 @@ class Supervisor:
             return self._stopped_classification(None)
         writers = self._open_logs()
         try:
-            process = self._start_command()
+            try:
+                process = self._start_command()
+            except MountFailed as failed:
+                return self._mount_failed_classification(failed)
             self._started_at = utc_now()
             identity = ProcessIdentity.of(process.pid) or ProcessIdentity(process.pid, 0.0)
             self._files.write_started(StartedCommand(identity, self._started_at))
@@ -171,15 +176,20 @@ class Supervisor:
         env.update(self._record.env)
         bash = shutil.which("bash", path=env.get("PATH")) or "/bin/bash"
         read_fd, write_fd = os.pipe()
+        command, report_fd, mounting_fd = [bash, f"/dev/fd/{read_fd}"], None, None
+        if self._record.mounts:
+            report_fd, mounting_fd = os.pipe()
+            prefix, env = mount_command(self._record.mounts, mounting_fd, env)
+            command = prefix + command
         try:
             process = subprocess.Popen(
-                [bash, f"/dev/fd/{read_fd}"],
+                command,
                 cwd=self._record.working_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(read_fd,),
+                pass_fds=(read_fd,) if mounting_fd is None else (read_fd, mounting_fd),
                 process_group=0,
             )
         except BaseException:
@@ -187,6 +197,13 @@ class Supervisor:
             raise
         finally:
             os.close(read_fd)
+            if mounting_fd is not None:
+                os.close(mounting_fd)
+        failed = read_report(report_fd) if report_fd is not None else None
+        if failed is not None:
+            os.close(write_fd)
+            process.communicate()
+            raise failed
         # bash reads the script through its own descriptor; closing the inherited one keeps the
         # task's programs from reading (or holding open) the script pipe.
         script = f"exec {read_fd}<&-\n".encode() + self._script
@@ -289,6 +306,16 @@ class Supervisor:
             code = ExitCode.POD_EXTERNAL_DELETED
         self._note(message)
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))
+
+    def _mount_failed_classification(self, failed: MountFailed) -> Classification:
+        message = f"the task's storages cannot be mounted: {failed}"
+        self._note(message)
+        code = (
+            ExitCode.POD_CREATION_TRANSIENT_ERROR
+            if failed.transient
+            else ExitCode.POD_CREATION_PERMANENT_ERROR
+        )
+        return self._spec().for_code(code, diagnostics=(message,))
 
     def _lifeline_lost(self) -> bool:
         lifeline = self._config.lifeline

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from pai.executors.base import KillReason, TaskLaunch, TaskResult
+from pai.executors.mounts import Mount
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"
@@ -114,6 +115,7 @@ class LaunchRecord:
     docker_image: str | None
     launched_at: datetime
     config: SupervisorConfig
+    mounts: tuple[Mount, ...] = ()
 
     @classmethod
     def of(cls, task: TaskLaunch, config: SupervisorConfig, launched_at: datetime) -> LaunchRecord:
@@ -135,6 +137,7 @@ class LaunchRecord:
             docker_image=task.docker_image,
             launched_at=launched_at,
             config=config,
+            mounts=task.mounts,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +149,7 @@ class LaunchRecord:
             ports={label: list(ports) for label, ports in self.ports.items()},
             launched_at=self.launched_at.isoformat(),
             config=self.config.to_dict(),
+            mounts=[asdict(mount) for mount in self.mounts],
         )
         return data
 
@@ -160,6 +164,7 @@ class LaunchRecord:
                 "ports": {label: tuple(ports) for label, ports in data["ports"].items()},
                 "launched_at": datetime.fromisoformat(data["launched_at"]),
                 "config": SupervisorConfig.from_dict(data["config"]),
+                "mounts": tuple(Mount(**mount) for mount in data.get("mounts", ())),
             }
         )
 

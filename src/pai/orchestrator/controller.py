@@ -56,6 +56,8 @@ from pai.scheduler.types import (
     WaitKind,
     WaitReason,
 )
+from pai.storage.access import Credentials
+from pai.storage.jobs import JobStorages
 from pai.store import Database
 from pai.store.models import JobEvent, JobRow
 
@@ -101,6 +103,7 @@ class Controller:
         self.executor = executor
         self.settings = settings
         self._box = secret_box
+        self._storages = JobStorages(database, Credentials(secret_box))
         self._exit_specs = exit_specs or ExitSpecSource()
         self._ports = ports or PortAllocator()
         self._clock = clock
@@ -476,7 +479,8 @@ class Controller:
             key = task_key(job, task)
             try:
                 secrets = self._secrets_of(job)
-                self.executor.launch(build_launch(job, task, secrets, self.executor.attempt_dir))
+                launch = build_launch(job, task, secrets, self.executor.attempt_dir)
+                self.executor.launch(self._storages.attach(job.id, launch))
             except Exception as error:
                 log.warning("%s: launching %s failed: %s", job.framework_name, task, error)
                 code = ExitCode.POD_CREATION_TRANSIENT_ERROR

@@ -27,8 +27,10 @@ _DESCRIPTIONS = {
     403: "Not allowed for this user (ForbiddenUserError)",
     404: "The named resource does not exist",
     409: "The resource already exists",
+    413: "The upload is larger than the server allows (InvalidParametersError)",
     429: "Rate limit exceeded (TooManyRequestsError); see Retry-After",
     503: "Not ready (ServiceUnavailableError)",
+    507: "The storage has no room for the data (InsufficientStorageError)",
 }
 
 

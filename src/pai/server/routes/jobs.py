@@ -70,6 +70,7 @@ from pai.server.jobviews import (
     task_logs_url,
 )
 from pai.server.schemas import Message
+from pai.storage.jobs import attach_storages
 from pai.store.models import JobEvent, JobRow
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -128,7 +129,8 @@ JobText = Annotated[bytes, Depends(read_job_text)]
 )
 def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
     """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
-    listed in `problems` with its line; a job that can never fit in its VC is refused now."""
+    listed in `problems` with its line; a job that can never fit in its VC, or that names a
+    storage its owner may not use (`extras.storages`), is refused now."""
     context.submission_limiter.acquire(caller.username)
     controller = context.service(Controller)
     with context.database.session() as session:
@@ -140,6 +142,7 @@ def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
             text=text,
             may_use_vc=caller.may_use_virtual_cluster,
         )
+        attach_storages(session, row, caller, text)
         name = row.framework_name
     controller.wake()
     return Submitted(status=status.HTTP_202_ACCEPTED, message=f"job {name} accepted", name=name)
