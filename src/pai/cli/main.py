@@ -11,6 +11,7 @@ from pai.cli.groups import group_app
 from pai.cli.jobs import events, job, jobs, stop, tag, untag
 from pai.cli.logs import logs
 from pai.cli.sim import sim
+from pai.cli.storage import audit, storage_app
 from pai.cli.submit import submit
 from pai.cli.tokens import token_app
 from pai.cli.up import up
@@ -23,6 +24,7 @@ CLUSTER = "Cluster"
 ACCOUNT = "Account"
 ADMINISTRATION = "Administration"
 JOB_FILES = "Job files"
+SHARING = "Sharing"
 PLATFORM = "Platform"
 
 app = typer.Typer(
@@ -54,9 +56,12 @@ for command in (submit, jobs, job, logs, wait, stop, tag, untag, events):
 app.command(rich_help_panel=CLUSTER)(vc)
 app.command(rich_help_panel=CLUSTER)(cluster)
 
+app.add_typer(storage_app, rich_help_panel=SHARING)
+
 for sub_app in (user_app, group_app):
     app.add_typer(sub_app, rich_help_panel=ADMINISTRATION)
 app.command(rich_help_panel=ADMINISTRATION)(sim)
+app.command(rich_help_panel=ADMINISTRATION)(audit)
 
 
 def main() -> None:

@@ -58,10 +58,12 @@ from pai.sdk.job_models import (
     WaitReason,
 )
 from pai.sdk.logs import LogStream
+from pai.sdk.storage import AuditEvent, FileEntry, FileListing, Storage, StorageQuota, UploadStatus
 from pai.sdk.submission import JobSource
 
 __all__ = [
     "FINAL_STATES",
+    "AuditEvent",
     "CellCount",
     "Client",
     "ClientConfig",
@@ -70,6 +72,8 @@ __all__ = [
     "Counts",
     "Credentials",
     "ExitSpec",
+    "FileEntry",
+    "FileListing",
     "ForbiddenError",
     "Group",
     "InvalidArgumentError",
@@ -95,6 +99,8 @@ __all__ = [
     "ServerInfo",
     "ServerUnavailableError",
     "SkuType",
+    "Storage",
+    "StorageQuota",
     "TaskAttempt",
     "TaskAttempts",
     "TaskRoleDetail",
@@ -102,6 +108,7 @@ __all__ = [
     "TokenCheck",
     "TokenInfo",
     "UnauthorizedError",
+    "UploadStatus",
     "User",
     "VirtualCluster",
     "WaitReason",

@@ -82,6 +82,11 @@ class Group(ApiModel):
         """The virtual clusters members may submit to."""
         return list(self._acls().get("virtualClusters") or [])
 
+    @property
+    def storage_configs(self) -> list[str]:
+        """The storages members may use."""
+        return list(self._acls().get("storageConfigs") or [])
+
     def _acls(self) -> dict[str, Any]:
         acls = self.extension.get("acls")
         return acls if isinstance(acls, dict) else {}

@@ -8,7 +8,7 @@ answer came (naming the URL it tried).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,10 +49,11 @@ class Transport:
         *,
         params: Params | None = None,
         json: Any = None,
-        content: str | bytes | None = None,
+        content: str | bytes | Iterable[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        """Send a request to `path` (under `/api/v2`); raise the `PaiError` of an error answer."""
+        """Send a request to `path` (under `/api/v2`); raise the `PaiError` of an error answer.
+        `content` may be an iterable of bytes, streamed as it is read."""
         request = self._http.build_request(
             method, path, params=params, json=json, content=content, headers=headers
         )
