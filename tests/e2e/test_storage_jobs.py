@@ -4,12 +4,13 @@ ends, and a job naming a storage its owner may not use is refused when it is sub
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cli.pai_runner import Pai, make_pai
-from server.harness import Account, RunningServer
+from server.harness import Account, RunningServer, serve_platform, server_settings
 from server.jobapi import job_yaml, submit, unique, wait_for
 from server.storagehelpers import define_storage, grant_to_default_group, new_group, unique_storage
 
@@ -17,8 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def pai_server(pai_platform: RunningServer) -> RunningServer:
-    return pai_platform
+def pai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The whole platform on SQLite (the storage API runs on both backends in
+    tests/server/test_storages_api.py)."""
+    with serve_platform(server_settings(tmp_path_factory.mktemp("pai-home"))) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
