@@ -13,7 +13,7 @@ written in pieces, so memory use does not grow with the file's size.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -164,8 +164,10 @@ class StorageApi(ApiBase):
         with source.open("rb") as file:
             while not upload.complete:
                 file.seek(upload.offset)
-                piece = file.read(upload.chunk_size)
-                upload = self.send_piece(storage, upload.id, upload.offset, piece)
+                length = min(upload.chunk_size, upload.size - upload.offset)
+                upload = self.send_piece(
+                    storage, upload.id, upload.offset, _pieces(file, length, None), length
+                )
                 if progress:
                     progress(upload.offset, upload.size)
         return status.st_size
@@ -182,12 +184,17 @@ class StorageApi(ApiBase):
         )
         return UploadStatus.model_validate(body)
 
-    def send_piece(self, storage: str, upload_id: str, offset: int, data: bytes) -> UploadStatus:
+    def send_piece(
+        self, storage: str, upload_id: str, offset: int, data: Iterable[bytes], length: int
+    ) -> UploadStatus:
+        """Send `length` bytes (given in pieces, so a large piece is never held whole) at
+        `offset` of an upload; the answer says how far the upload has come."""
         response = self._transport.request(
             "PUT",
             f"/storages/{segment(storage)}/uploads/{segment(upload_id)}",
             params={"offset": offset},
             content=data,
+            headers={"Content-Length": str(length)},
         )
         return UploadStatus.model_validate(response.json())
 
@@ -245,8 +252,9 @@ class StorageApi(ApiBase):
 
 
 def _pieces(file: BinaryIO, total: int, progress: Progress | None) -> Iterator[bytes]:
+    """The next `total` bytes of `file`, read a piece at a time."""
     sent = 0
-    while piece := file.read(READ_PIECE):
+    while sent < total and (piece := file.read(min(READ_PIECE, total - sent))):
         sent += len(piece)
         if progress:
             progress(sent, total)
