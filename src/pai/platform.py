@@ -17,6 +17,7 @@ from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
 from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor
+from pai.marketplace.builtin import ensure_builtin_items
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
@@ -85,11 +86,23 @@ def build_controller(
     return controller, engine
 
 
+@asynccontextmanager
+async def seed_marketplace(context: ServerContext) -> AsyncIterator[None]:
+    """The examples shipped with PAI are marketplace items from the first start on."""
+
+    def seed() -> None:
+        with context.database.session() as session:
+            ensure_builtin_items(session)
+
+    await run_in_threadpool(seed)
+    yield
+
+
 def create_platform_app(
     settings: Settings, cluster: ClusterConfig, *, routers: Sequence[APIRouter] = ()
 ) -> FastAPI:
     """The whole platform as one ASGI app; the controller runs while the app runs."""
-    from pai.server.routes import audit, clusters, jobs, storages
+    from pai.server.routes import audit, clusters, jobs, marketplace, storages
     from pai.web.routes import router as portal
 
     database = Database(settings.database_url)
@@ -108,9 +121,16 @@ def create_platform_app(
     return create_app(
         settings,
         database=database,
-        routers=[jobs.router, clusters.router, storages.router, audit.router, *routers],
+        routers=[
+            jobs.router,
+            clusters.router,
+            storages.router,
+            marketplace.router,
+            audit.router,
+            *routers,
+        ],
         root_routers=[portal],
         services={Controller: controller},
-        lifespans=[run_controller],
+        lifespans=[seed_marketplace, run_controller],
         launcher_type=settings.engine,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -207,16 +207,5 @@ def _located(text: str | bytes, problem: str) -> str:
 
 def _invalid(text: str | bytes, problem: str) -> InvalidProtocolError:
     located = field_problem(text, problem)
-    problems = (
-        [
-            {
-                "path": located.path,
-                "message": located.message,
-                "line": located.line,
-                "column": located.column,
-            }
-        ]
-        if located
-        else []
-    )
+    problems = [asdict(located)] if located else []
     return InvalidProtocolError(_located(text, problem), problems=problems)

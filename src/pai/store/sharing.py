@@ -88,6 +88,10 @@ class MarketItemRow(Timestamped, Base):
     tags: Mapped[list[str]] = mapped_column(default=list)
     protocol: Mapped[str] = mapped_column(Text)
     """The job YAML, secrets masked."""
+    data_type: Mapped[str] = mapped_column(String(32), default="")
+    """A data template's kind of data (openpaimarketplace's `dataType`)."""
+    data_url: Mapped[str] = mapped_column(String(2048), default="")
+    """Where a data template's data is (`dataUrl`)."""
     is_public: Mapped[bool] = mapped_column(default=True)
     is_private: Mapped[bool] = mapped_column(default=False)
     group_list: Mapped[list[str]] = mapped_column(default=list)

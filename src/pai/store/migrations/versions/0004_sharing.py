@@ -80,6 +80,8 @@ def upgrade() -> None:
         sa.Column("categories", JsonValue, nullable=False),
         sa.Column("tags", JsonValue, nullable=False),
         sa.Column("protocol", sa.Text(), nullable=False),
+        sa.Column("data_type", sa.String(32), nullable=False),
+        sa.Column("data_url", sa.String(2048), nullable=False),
         sa.Column("is_public", sa.Boolean(), nullable=False),
         sa.Column("is_private", sa.Boolean(), nullable=False),
         sa.Column("group_list", JsonValue, nullable=False),
