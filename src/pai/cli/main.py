@@ -10,6 +10,7 @@ from pai.cli.failures import run
 from pai.cli.groups import group_app
 from pai.cli.jobs import events, job, jobs, stop, tag, untag
 from pai.cli.logs import logs
+from pai.cli.market import market_app
 from pai.cli.sim import sim
 from pai.cli.storage import audit, storage_app
 from pai.cli.submit import submit
@@ -57,6 +58,7 @@ app.command(rich_help_panel=CLUSTER)(vc)
 app.command(rich_help_panel=CLUSTER)(cluster)
 
 app.add_typer(storage_app, rich_help_panel=SHARING)
+app.add_typer(market_app, rich_help_panel=SHARING)
 
 for sub_app in (user_app, group_app):
     app.add_typer(sub_app, rich_help_panel=ADMINISTRATION)

@@ -58,6 +58,7 @@ from pai.sdk.job_models import (
     WaitReason,
 )
 from pai.sdk.logs import LogStream
+from pai.sdk.market import MarketItem
 from pai.sdk.storage import AuditEvent, FileEntry, FileListing, Storage, StorageQuota, UploadStatus
 from pai.sdk.submission import JobSource
 
@@ -89,6 +90,7 @@ __all__ = [
     "LogLocation",
     "LogStream",
     "LoginResult",
+    "MarketItem",
     "Node",
     "NodeVcUsage",
     "NotFoundError",
