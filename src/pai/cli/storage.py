@@ -26,7 +26,7 @@ from rich.text import Text
 
 from pai.cli.formatting import NONE, table, yes_no
 from pai.cli.session import JsonOption, ServerOption, connect, err, out, print_json, read_secret
-from pai.sdk import Client, InvalidArgumentError
+from pai.sdk import Client, InvalidArgumentError, NotFoundError
 from pai.sdk.storage import Progress as ProgressCallback
 from pai.sdk.storage import StorageQuota
 
@@ -337,6 +337,13 @@ def _upload(client: Client, source: Path, target: Remote, *, recursive: bool) ->
     with _progress(f"{source.name} → {destination}", source.stat().st_size) as report:
         client.upload(destination.storage, destination.path, source, progress=report)
     return 1
+
+
+def _is_folder(client: Client, place: Remote) -> bool:
+    try:
+        return client.files(place.storage, place.path).type == "directory"
+    except NotFoundError:
+        return False
 
 
 def _download(client: Client, source: Remote, target: Path, *, recursive: bool) -> int:

@@ -80,6 +80,13 @@ def renamed(text: str, name: str) -> str:
     return text if scalar is None else _replaced(text, [(scalar, json.dumps(name))])
 
 
+def job_name(text: str) -> str:
+    """The job's `name` as written, or `job` when it has none."""
+    pair = _pair(_root(text), "name")
+    value = pair[1] if pair is not None else None
+    return value.value if isinstance(value, ScalarNode) and value.value else "job"
+
+
 def clone_name(name: str) -> str:
     """A name for a copy of job `name`, unlikely to be taken."""
     return f"{name}-{secrets.token_hex(2)}"

@@ -149,7 +149,7 @@ def delete_storage(name: str, context: Context, admin: Admin) -> Message:
 def list_files(name: str, context: Context, caller: Caller, path: PathQuery = "") -> FileListing:
     """What is at `path`: a folder's entries (folders first), or the file itself."""
     where = storage_path(path)
-    backend = _transfers(context).open(caller, name).backend
+    backend = transfers_of(context).open(caller, name).backend
     entry = backend.stat(where)
     if entry.type != "directory":
         return FileListing(
@@ -170,7 +170,7 @@ def list_files(name: str, context: Context, caller: Caller, path: PathQuery = ""
 def download(name: str, context: Context, caller: Caller, path: PathQuery) -> Response:
     """The file's bytes, streamed."""
     where = storage_path(path)
-    entry, chunks = _transfers(context).download(caller, name, where)
+    entry, chunks = transfers_of(context).download(caller, name, where)
     headers = {
         "Content-Length": str(entry.size),
         "Content-Disposition": _attachment(where.name),
@@ -190,7 +190,7 @@ async def upload(
     """Store the body as the file at `path` (replacing a file there; missing folders are
     made). The file appears whole once every byte is stored, or not at all."""
     where = storage_path(path)
-    transfers = _transfers(context)
+    transfers = transfers_of(context)
     declared = _content_length(request)
     if declared is not None and declared > transfers.max_upload_bytes:
         raise over_limit(transfers.max_upload_bytes)
@@ -209,7 +209,7 @@ async def upload(
 )
 def make_folder(name: str, context: Context, caller: Caller, path: PathQuery) -> FileWritten:
     where = storage_path(path)
-    _transfers(context).make_folder(caller, name, where)
+    transfers_of(context).make_folder(caller, name, where)
     return FileWritten(storage=name, path=str(where), size=0)
 
 
@@ -222,7 +222,7 @@ def remove(
     recursive: Annotated[bool, Query(description="Remove a folder and all it holds.")] = False,
 ) -> FilesRemoved:
     where = storage_path(path)
-    removed = _transfers(context).remove(caller, name, where, recursive=recursive)
+    removed = transfers_of(context).remove(caller, name, where, recursive=recursive)
     return FilesRemoved(storage=name, path=str(where), removedFiles=removed)
 
 
@@ -232,7 +232,7 @@ def remove(
 @router.get("/{name}/uploads", response_model=list[UploadInfo], responses=USER_ERRORS)
 def list_uploads(name: str, context: Context, caller: Caller) -> list[UploadInfo]:
     """The caller's uploads in progress to this storage."""
-    return [_upload_info(name, upload) for upload in _transfers(context).uploads(caller, name)]
+    return [_upload_info(name, upload) for upload in transfers_of(context).uploads(caller, name)]
 
 
 @router.post(
@@ -247,7 +247,7 @@ def start_upload(
     """Start a resumable upload (201), or find the caller's upload in progress of the same
     path, size and fingerprint (200) to resume it from its `offset`."""
     where = storage_path(body.path, what="body.path")
-    upload, created = _transfers(context).start_upload(
+    upload, created = transfers_of(context).start_upload(
         caller, name, where, body.size, body.fingerprint
     )
     if not created:
@@ -257,7 +257,7 @@ def start_upload(
 
 @router.get("/{name}/uploads/{upload_id}", response_model=UploadInfo, responses=USER_ERRORS)
 def get_upload(name: str, upload_id: str, context: Context, caller: Caller) -> UploadInfo:
-    return _upload_info(name, _transfers(context).upload_status(caller, name, upload_id))
+    return _upload_info(name, transfers_of(context).upload_status(caller, name, upload_id))
 
 
 @router.put(
@@ -276,7 +276,7 @@ async def send_piece(
 ) -> UploadInfo:
     """Add the body at `offset` (which must be the upload's offset). The answer's `offset`
     is what the storage durably holds; the piece that completes the file puts it in place."""
-    transfers = _transfers(context)
+    transfers = transfers_of(context)
     upload = await _with_body(
         request, lambda chunks: transfers.append(caller, name, upload_id, offset, chunks)
     )
@@ -285,7 +285,7 @@ async def send_piece(
 
 @router.delete("/{name}/uploads/{upload_id}", response_model=Message, responses=USER_ERRORS)
 def abort_upload(name: str, upload_id: str, context: Context, caller: Caller) -> Message:
-    _transfers(context).abort(caller, name, upload_id)
+    transfers_of(context).abort(caller, name, upload_id)
     return Message(message=f"upload '{upload_id}' is aborted")
 
 
@@ -296,7 +296,7 @@ def _credentials(context: Context) -> Credentials:
     return Credentials(context.service(Controller).secret_box)
 
 
-def _transfers(context: Context) -> Transfers:
+def transfers_of(context: Context) -> Transfers:
     return Transfers(context.database, _credentials(context), context.settings.max_upload_bytes)
 
 

@@ -17,9 +17,11 @@ from pai.orchestrator.intents import find_job
 from pai.protocol import Problem, ProtocolError, parse_job
 from pai.server.deps import Context
 from pai.server.routes import jobs as jobs_api
+from pai.server.routes import marketplace as market_api
 from pai.web.editing import (
     clone_name,
     declared_parameters,
+    job_name,
     masked_secrets,
     renamed,
     with_parameters,
@@ -71,7 +73,21 @@ def editor(
     visitor: CurrentVisitor,
     example: str | None = None,
     clone: str | None = None,
+    market: str | None = None,
 ) -> HTMLResponse:
+    if market is not None:
+        item = market_api.get_item(market, context, visitor.principal)
+        text = renamed(item.protocol, clone_name(job_name(item.protocol)))
+        source = f"the marketplace item {item.name}"
+        return _editor_page(
+            request,
+            context,
+            visitor,
+            text,
+            source=source,
+            problems=masked_secrets(text),
+            market_item=item.id,
+        )
     if clone is not None:
         with context.database.reading() as session:
             row = find_job(session, clone)
@@ -109,11 +125,19 @@ def submit(
     visitor: FormVisitor,
     parameters: Annotated[dict[str, str], Depends(typed_parameters)],
     job: Annotated[str, Form()] = "",
+    market_item: Annotated[str, Form()] = "",
 ) -> Response:
     problems, _ = job_problems(job)
     if problems:
         return _editor_page(
-            request, context, visitor, job, typed=parameters, problems=problems, status=400
+            request,
+            context,
+            visitor,
+            job,
+            typed=parameters,
+            problems=problems,
+            status=400,
+            market_item=market_item,
         )
     try:
         submitted = jobs_api.submit(
@@ -129,6 +153,7 @@ def submit(
             problems=invalid.problems,
             message=invalid.message,
             status=invalid.status,
+            market_item=market_item,
         )
     except PaiError as refused:
         return _editor_page(
@@ -139,7 +164,10 @@ def submit(
             typed=parameters,
             message=refused.message,
             status=refused.status,
+            market_item=market_item,
         )
+    if market_item:
+        market_api.record_run(context, visitor.principal, market_item, submitted.name)
     url = str(request.app.url_path_for("portal.job", framework_name=submitted.name))
     return redirect(url, f"Job {submitted.name} is submitted.")
 
@@ -155,8 +183,10 @@ def _editor_page(
     problems: Sequence[Problem | Mapping[str, object]] = (),
     message: str | None = None,
     status: int = 200,
+    market_item: str = "",
 ) -> HTMLResponse:
-    """The editor; `problems` are the protocol's or the API's (`{path, message, line, column}`)."""
+    """The editor; `problems` are the protocol's or the API's (`{path, message, line, column}`).
+    `market_item` is the marketplace item the job comes from (its run is counted)."""
     vcs = sorted(context.service(Controller).cluster.virtual_clusters)
     return render(
         request,
@@ -171,4 +201,5 @@ def _editor_page(
         problems=[asdict(p) if isinstance(p, Problem) else p for p in problems],
         message=message,
         usable_vcs=[vc for vc in vcs if visitor.principal.may_use_virtual_cluster(vc)],
+        market_item=market_item,
     )
