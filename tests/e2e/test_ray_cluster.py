@@ -222,6 +222,29 @@ def test_two_roles_on_two_hosts_talk_over_tcp_with_only_pai_variables(client: Cl
     assert f"client got: hello from {server_ip}" in client.logs("talk", role="client")
 
 
+STORAGE_WRITER = 'echo "$PAI_CONTAINER_HOST_IP" > "$PAI_STORAGE_TEAM/from-$PAI_TASK_INDEX.txt"'
+
+
+def test_tasks_on_two_hosts_write_into_one_storage_mounted_where_the_job_asks(
+    sandbox: object, client: Client, tmp_path: Path
+) -> None:
+    root = sandbox.root / "team-storage"  # type: ignore[attr-defined]
+    root.mkdir()
+    client.create_storage("team", "directory", {"path": str(root)})
+    job = gpu_job("writes", {"worker": (2, 2, STORAGE_WRITER)}).replace(
+        "taskRoles:", "extras: {storages: [{name: team, mountPath: /mnt/team}]}\ntaskRoles:"
+    )
+    client.submit(job)
+    finished = client.wait("writes", timeout=WAIT, poll=0.3)
+
+    assert finished.state == "SUCCEEDED", client.logs("writes", index=0, stream="runtime")
+    hosts = {index: host for (_, index), host in task_hosts(finished).items()}
+    assert len(set(hosts.values())) == 2
+    for index, host in hosts.items():
+        client.download("team", f"from-{index}.txt", tmp_path / f"{index}.txt")
+        assert (tmp_path / f"{index}.txt").read_text() == f"{host}\n"
+
+
 GPU_REPORT = 'echo "visible=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES"'
 
 
