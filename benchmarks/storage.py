@@ -67,6 +67,12 @@ class PeakMemory:
         return self.peak
 
 
+def moto_server() -> str | None:
+    """moto's standalone S3 server, next to this Python or on the PATH."""
+    beside = BIN / "moto_server"
+    return str(beside) if beside.exists() else shutil.which("moto_server")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -154,7 +160,7 @@ def measure(directory: Path, megabytes: int) -> list[dict[str, Any]]:
             "pai up",
         ) as server_pid,
         service(
-            [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)],
+            [str(moto_server()), "-H", "127.0.0.1", "-p", str(s3_port)],
             f"http://127.0.0.1:{s3_port}",
             directory / "moto.log",
             dict(os.environ),
@@ -219,8 +225,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--mb", type=int, default=200, help="the file's size in MiB")
     args = parser.parse_args()
-    if not (BIN / "moto_server").exists() and not shutil.which("moto_server"):
-        raise SystemExit("needs moto's S3 server: pip install 'moto[server]'")
+    if moto_server() is None:
+        raise SystemExit("needs moto's S3 server: pip install 'moto[s3]' flask flask-cors")
     with tempfile.TemporaryDirectory(prefix="pai-storage-bench-") as directory:
         results = measure(Path(directory), args.mb)
     if args.json:

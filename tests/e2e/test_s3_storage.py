@@ -1,5 +1,5 @@
 """An S3 storage against a real S3-compatible server started for the module: moto's
-standalone server (`moto[server]` from PyPI) on a loopback port, in a process of its own.
+standalone server (`moto_server`, from the PyPI package moto) on a loopback port, in a process of its own.
 
 Files go in and out through the API and `pai storage`, in one request and in resumable
 pieces (which S3 keeps as a multipart upload); a job reaches the bucket with the variables
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli.pai_runner import make_pai
-from server.harness import Account, RunningServer, serve_platform, server_settings
+from server.harness import Account, RunningServer
 from server.jobapi import job_yaml, submit, unique, wait_for
 from server.storagehelpers import (
     S3_KEYS,
@@ -34,29 +34,19 @@ pytestmark = pytest.mark.slow
 def s3(
     tmp_path_factory: pytest.TempPathFactory, requirement: Callable[[bool, str], None]
 ) -> Iterator[S3Server]:
-    requirement(moto_server_command() is not None, "moto[server] is not installed")
+    requirement(
+        moto_server_command() is not None,
+        "moto's S3 server is not installed (pip install 'moto[s3]' flask flask-cors)",
+    )
     with s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def pai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """The whole platform on SQLite (the storage API runs on both backends in
-    tests/server/test_storages_api.py)."""
-    with serve_platform(server_settings(tmp_path_factory.mktemp("pai-home"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def alice(pai_server: RunningServer) -> Account:
-    return Account.create(pai_server)
-
-
-@pytest.fixture(scope="module")
-def bucket_storage(pai_server: RunningServer, s3: S3Server, alice: Account) -> str:
+def bucket_storage(sqlite_platform: RunningServer, s3: S3Server, alice: Account) -> str:
     name = unique_storage("s3")
-    define_storage(pai_server, name, "s3", s3.data(prefix=f"{name}/"))
-    new_group(pai_server, [name], [alice.username])
+    define_storage(sqlite_platform, name, "s3", s3.data(prefix=f"{name}/"))
+    new_group(sqlite_platform, [name], [alice.username])
     return name
 
 
@@ -70,10 +60,10 @@ def objects(s3: S3Server, prefix: str) -> dict[str, bytes]:
 
 
 def test_files_go_in_and_out_of_the_bucket_and_credentials_are_never_shown(
-    pai_server: RunningServer, s3: S3Server, bucket_storage: str, alice: Account
+    sqlite_platform: RunningServer, s3: S3Server, bucket_storage: str, alice: Account
 ) -> None:
     name = bucket_storage
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         written = client.put(
             f"/storages/{name}/content", params={"path": "data/a.txt"}, content=b"alpha"
         )
@@ -99,11 +89,15 @@ def test_files_go_in_and_out_of_the_bucket_and_credentials_are_never_shown(
 
 
 def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
-    pai_server: RunningServer, s3: S3Server, bucket_storage: str, alice: Account, tmp_path: Path
+    sqlite_platform: RunningServer,
+    s3: S3Server,
+    bucket_storage: str,
+    alice: Account,
+    tmp_path: Path,
 ) -> None:
     name = bucket_storage
     data = os.urandom(20 * 1024 * 1024 + 5)
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         upload = client.post(
             f"/storages/{name}/uploads",
             json={"path": "big.bin", "size": len(data), "fingerprint": "f"},
@@ -125,7 +119,7 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
     source.write_bytes(data)
     os.utime(source, ns=(1, 1))
     pai = make_pai(tmp_path)
-    pai.login(pai_server, alice.username, alice.password)
+    pai.login(sqlite_platform, alice.username, alice.password)
     # `pai storage cp` finds the upload in progress only when the fingerprint matches, so
     # it starts anew here; the first one stays until aborted.
     copied = pai.run("storage", "cp", str(source), f"{name}:big.bin")
@@ -134,7 +128,7 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
     back = pai.run("storage", "cp", f"{name}:big.bin", str(tmp_path / "back.bin"))
     assert back.returncode == 0, back.stderr
     assert (tmp_path / "back.bin").read_bytes() == data
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         left = client.get(f"/storages/{name}/uploads").json()
         assert [item["id"] for item in left] == [upload["id"]]
         assert client.delete(f"/storages/{name}/uploads/{upload['id']}").status_code == 200
@@ -142,7 +136,11 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
 
 
 def test_a_job_reaches_the_bucket_with_the_variables_its_task_gets(
-    pai_server: RunningServer, s3: S3Server, bucket_storage: str, alice: Account, tmp_path: Path
+    sqlite_platform: RunningServer,
+    s3: S3Server,
+    bucket_storage: str,
+    alice: Account,
+    tmp_path: Path,
 ) -> None:
     name = bucket_storage
     variable = "PAI_STORAGE_" + name.upper().replace("-", "_")
@@ -159,19 +157,19 @@ def test_a_job_reaches_the_bucket_with_the_variables_its_task_gets(
         ],
         extras=f"  storages:\n    - name: {name}",
     )
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         framework = submit(client, job)
         assert wait_for(client, framework)["jobStatus"]["state"] == "SUCCEEDED"
         launch_record = client.get(f"/jobs/{framework}/config").text
     pai = make_pai(tmp_path)
-    pai.login(pai_server, alice.username, alice.password)
+    pai.login(sqlite_platform, alice.username, alice.password)
     copied = pai.run("storage", "cp", f"{name}:from-job.txt", str(tmp_path / "from-job.txt"))
     assert copied.returncode == 0, copied.stderr
     assert (tmp_path / "from-job.txt").read_text() == framework
     assert S3_KEYS["secretAccessKey"] not in launch_record
     task_files = [
         path.read_text(errors="replace")
-        for path in pai_server.settings.home.rglob("*.json")
+        for path in sqlite_platform.settings.home.rglob("*.json")
         if path.is_file()
     ]
     assert not any(S3_KEYS["secretAccessKey"] in text for text in task_files)

@@ -4,13 +4,12 @@ ends, and a job naming a storage its owner may not use is refused when it is sub
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cli.pai_runner import Pai, make_pai
-from server.harness import Account, RunningServer, serve_platform, server_settings
+from server.harness import Account, RunningServer
 from server.jobapi import job_yaml, submit, unique, wait_for
 from server.storagehelpers import define_storage, grant_to_default_group, new_group, unique_storage
 
@@ -18,31 +17,18 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def pai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """The whole platform on SQLite (the storage API runs on both backends in
-    tests/server/test_storages_api.py)."""
-    with serve_platform(server_settings(tmp_path_factory.mktemp("pai-home"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def alice(pai_server: RunningServer) -> Account:
-    return Account.create(pai_server)
-
-
-@pytest.fixture(scope="module")
-def bob(pai_server: RunningServer) -> Account:
-    return Account.create(pai_server)
+def bob(sqlite_platform: RunningServer) -> Account:
+    return Account.create(sqlite_platform)
 
 
 @pytest.fixture(scope="module")
 def team(
-    pai_server: RunningServer, alice: Account, tmp_path_factory: pytest.TempPathFactory
+    sqlite_platform: RunningServer, alice: Account, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Path]:
     root = tmp_path_factory.mktemp("team")
     name = unique_storage()
-    define_storage(pai_server, name, "directory", {"path": str(root)})
-    new_group(pai_server, [name], [alice.username])
+    define_storage(sqlite_platform, name, "directory", {"path": str(root)})
+    new_group(sqlite_platform, [name], [alice.username])
     return name, root
 
 
@@ -57,11 +43,11 @@ def storages_block(*entries: str) -> str:
 
 
 def test_a_job_mounts_its_groups_storage_and_its_output_is_copied_out_after_it_ends(
-    pai_server: RunningServer, team: tuple[str, Path], alice: Account, tmp_path: Path
+    sqlite_platform: RunningServer, team: tuple[str, Path], alice: Account, tmp_path: Path
 ) -> None:
     name, root = team
     variable = "PAI_STORAGE_" + name.upper().replace("-", "_")
-    pai = pai_as(pai_server, alice, tmp_path)
+    pai = pai_as(sqlite_platform, alice, tmp_path)
     seed = tmp_path / "seed.txt"
     seed.write_text("input for the job\n")
     copied_in = pai.run("storage", "cp", str(seed), f"{name}:inputs/seed.txt")
@@ -76,7 +62,7 @@ def test_a_job_mounts_its_groups_storage_and_its_output_is_copied_out_after_it_e
         ],
         extras=storages_block(f"{{name: {name}, mountPath: /mnt/results}}"),
     )
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         framework = submit(client, job)
         finished = wait_for(client, framework)
     assert finished["jobStatus"]["state"] == "SUCCEEDED", finished
@@ -92,7 +78,7 @@ def test_a_job_mounts_its_groups_storage_and_its_output_is_copied_out_after_it_e
 
 
 def test_a_user_outside_the_group_is_refused_at_submission_and_nothing_is_recorded(
-    pai_server: RunningServer, team: tuple[str, Path], bob: Account
+    sqlite_platform: RunningServer, team: tuple[str, Path], bob: Account
 ) -> None:
     name, _ = team
     job_name = unique("not-mine")
@@ -100,7 +86,7 @@ def test_a_user_outside_the_group_is_refused_at_submission_and_nothing_is_record
     unknown = job_yaml(
         unique("unknown"), ["true"], extras=storages_block("{name: no-such-storage}")
     )
-    with pai_server.client(bob.token) as client:
+    with sqlite_platform.client(bob.token) as client:
         refused = client.post("/jobs", content=job, headers={"Content-Type": "text/yaml"})
         missing = client.post("/jobs", content=unknown, headers={"Content-Type": "text/yaml"})
         recorded = client.get(f"/jobs/{bob.username}~{job_name}")
@@ -123,7 +109,11 @@ def test_a_user_outside_the_group_is_refused_at_submission_and_nothing_is_record
     ],
 )
 def test_a_bad_mount_path_is_refused_with_its_line(
-    pai_server: RunningServer, team: tuple[str, Path], alice: Account, mount_path: str, problem: str
+    sqlite_platform: RunningServer,
+    team: tuple[str, Path],
+    alice: Account,
+    mount_path: str,
+    problem: str,
 ) -> None:
     name, _ = team
     job = job_yaml(
@@ -131,7 +121,7 @@ def test_a_bad_mount_path_is_refused_with_its_line(
         ["true"],
         extras=storages_block(f"{{name: {name}, mountPath: {mount_path}}}"),
     )
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         response = client.post("/jobs", content=job, headers={"Content-Type": "text/yaml"})
     assert response.status_code == 400, response.text
     body = response.json()
@@ -142,18 +132,18 @@ def test_a_bad_mount_path_is_refused_with_its_line(
 
 
 def test_an_empty_list_mounts_the_default_storages_and_two_jobs_mount_different_ones_at_one_path(
-    pai_server: RunningServer, alice: Account, tmp_path: Path
+    sqlite_platform: RunningServer, alice: Account, tmp_path: Path
 ) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     default_name = unique_storage("defaults")
-    define_storage(pai_server, default_name, "directory", {"path": str(shared)})
-    grant_to_default_group(pai_server, [default_name])
+    define_storage(sqlite_platform, default_name, "directory", {"path": str(shared)})
+    grant_to_default_group(sqlite_platform, [default_name])
     other_root = tmp_path / "other"
     other_root.mkdir()
     other = unique_storage("other")
-    define_storage(pai_server, other, "directory", {"path": str(other_root)})
-    new_group(pai_server, [other], [alice.username])
+    define_storage(sqlite_platform, other, "directory", {"path": str(other_root)})
+    new_group(sqlite_platform, [other], [alice.username])
 
     defaults_job = job_yaml(
         unique("defaults"),
@@ -170,7 +160,7 @@ def test_an_empty_list_mounts_the_default_storages_and_two_jobs_mount_different_
         ["echo second > /mnt/data/marker.txt", "sleep 2"],
         extras=storages_block(f"{{name: {other}, mountPath: /mnt/data}}"),
     )
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         names = [submit(client, text) for text in (defaults_job, first, second)]
         states = [wait_for(client, name)["jobStatus"]["state"] for name in names]
     assert states == ["SUCCEEDED"] * 3
@@ -180,18 +170,18 @@ def test_an_empty_list_mounts_the_default_storages_and_two_jobs_mount_different_
 
 
 def test_a_read_only_storage_is_mounted_read_only(
-    pai_server: RunningServer, alice: Account, tmp_path: Path
+    sqlite_platform: RunningServer, alice: Account, tmp_path: Path
 ) -> None:
     (tmp_path / "data.csv").write_text("a,b\n")
     name = unique_storage("ro")
-    define_storage(pai_server, name, "directory", {"path": str(tmp_path)}, readOnly=True)
-    new_group(pai_server, [name], [alice.username])
+    define_storage(sqlite_platform, name, "directory", {"path": str(tmp_path)}, readOnly=True)
+    new_group(sqlite_platform, [name], [alice.username])
     job = job_yaml(
         unique("reads"),
         [f"cat /mnt/{name}/data.csv", f"! touch /mnt/{name}/written 2>/dev/null"],
         extras=storages_block(f"{{name: {name}}}"),
     )
-    with pai_server.client(alice.token) as client:
+    with sqlite_platform.client(alice.token) as client:
         state = wait_for(client, submit(client, job))["jobStatus"]["state"]
     assert state == "SUCCEEDED"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data.csv"]

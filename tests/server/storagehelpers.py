@@ -1,5 +1,6 @@
 """Helpers of the storage tests: storages defined and granted through the API as an
-administrator would, and S3-compatible servers run for a test (moto's, from PyPI)."""
+administrator would, and S3-compatible servers run for a test: moto's standalone server, from
+PyPI (the test extra installs `moto[s3]` with Flask, which it runs on)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ class S3Server:
 
 
 def moto_server_command() -> list[str] | None:
-    """moto's standalone S3 server (`pip install 'moto[server]'`), if installed."""
+    """moto's standalone S3 server (`pip install 'moto[s3]' flask flask-cors`), if installed."""
     script = Path(sys.executable).parent / "moto_server"
     if script.exists():
         return [str(script)]
@@ -107,7 +108,7 @@ def moto_server_command() -> list[str] | None:
 def s3_server(log: Path) -> Iterator[S3Server]:
     """moto's S3 server in a process of its own on a free loopback port, with a bucket."""
     command = moto_server_command()
-    assert command is not None, "moto[server] is not installed"
+    assert command is not None, "moto's S3 server is not installed"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
