@@ -1,5 +1,6 @@
 """An S3 storage against a real S3-compatible server started for the module: moto's
-standalone server (`moto_server`, from the PyPI package moto) on a loopback port, in a process of its own.
+standalone server (`moto_server`, from the PyPI package moto) on a loopback port, in a
+process of its own.
 
 Files go in and out through the API and `pai storage`, in one request and in resumable
 pieces (which S3 keeps as a multipart upload); a job reaches the bucket with the variables
