@@ -4,13 +4,16 @@ A fresh server goes through everything that handles secrets (user creation, logi
 logins, application tokens, Basic auth, password changes, token revocation, a validation
 error on a password field), recording every response; then the responses, the captured log
 records, the server's log output and every column of every row of every table are searched
-for each secret. The same holds for the `secrets:` of a job, whose value only its task sees.
+for each secret. The same holds for the `secrets:` of a job, whose value only its task sees,
+and for the credentials of an S3 storage, which only the server and the storage's tasks use.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +22,7 @@ import sqlalchemy
 from pai.store import Database
 from server.harness import RunningServer, StartServer, basic_auth
 from server.jobapi import job_yaml, unique, wait_for
+from server.storagehelpers import S3_KEYS, moto_server_command, s3_server
 
 
 class Recorder:
@@ -228,3 +232,71 @@ def test_job_secrets_stay_sealed_everywhere_but_in_the_task(
     assert [place for place, text in places.items() if JOB_SECRET in text] == []
     # The searches looked at the right material: the store holds the job, its secret masked.
     assert name.split("~")[1] in places["database"] and "******" in places["database"]
+
+
+def test_storage_credentials_stay_sealed_everywhere_but_in_the_task(
+    start_pai_platform: StartServer,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    requirement: Callable[[bool, str], None],
+) -> None:
+    """An S3 storage's secret key is used by the server (to reach the bucket) and by a task
+    that mounts the storage (which proves it by printing the key's SHA-256), yet no API
+    response, log record, log file, task file or database row holds it."""
+    requirement(moto_server_command() is not None, "moto's S3 server is not installed")
+    for client_logger in ("httpx", "httpcore", "botocore", "boto3", "urllib3"):
+        caplog.set_level(logging.WARNING, logger=client_logger)
+    caplog.set_level(logging.DEBUG)
+    server = start_pai_platform()
+    api = Recorder(server)
+    admin = api.call(
+        "POST",
+        "/authn/basic/login",
+        json={"username": "admin", "password": server.admin.password},
+        issues_token=True,
+    ).json()["token"]
+    headers = auth(admin)
+    secret = S3_KEYS["secretAccessKey"]
+    with s3_server(tmp_path / "moto.log") as s3:
+        created = api.call(
+            "POST",
+            "/storages",
+            json={"name": "sealed", "type": "s3", "data": s3.data()},
+            headers=headers,
+        )
+        assert created.status_code == 201, created.text
+        for method, path, body in (
+            ("GET", "/storages", None),
+            ("GET", "/storages/sealed", None),
+            ("PUT", "/storages/sealed/content?path=a.txt", b"a"),
+            ("GET", "/storages/sealed/files", None),
+            ("GET", "/audit", None),
+        ):
+            assert api.call(method, path, headers=headers, content=body).is_success, path
+        job = job_yaml(
+            unique("keyed"),
+            ['printf %s "$PAI_STORAGE_SEALED_SECRET_ACCESS_KEY" | sha256sum'],
+            extras="  storages:\n    - name: sealed",
+        )
+        submitted = api.call("POST", "/jobs", content=job, headers=headers)
+        assert submitted.status_code == 202, submitted.text
+        name = submitted.json()["name"]
+        with server.client(admin) as client:
+            wait_for(client, name)
+        task = f"/jobs/{name}/attempts/0/taskRoles/main/taskIndex/0/attempts/0/logs"
+        stdout = api.call("GET", f"{task}/stdout", headers=headers).text
+    assert hashlib.sha256(secret.encode()).hexdigest() in stdout
+
+    places = {
+        "API responses": "\n".join(api.transcripts),
+        "captured log records": caplog.text
+        + "\n".join(str(record.__dict__) for record in caplog.records),
+        "database": dump_database(server.settings.database_url),
+        **{
+            f"file {path}": path.read_bytes().decode(errors="replace")
+            for path in sorted(server.settings.home.rglob("*"))
+            if path.is_file()
+        },
+    }
+    assert [place for place, text in places.items() if secret in text] == []
+    assert "sealed" in places["database"] and s3.bucket in places["database"]
