@@ -17,9 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.pai_process import PaiUp
-from pai.executors.local import kill_processes_under
-from server.harness import LOCAL_CLUSTER_FILE, RunningServer, serve_platform, server_settings
+from server.harness import RunningServer, serve_platform, server_settings
 
 PACKAGE = Path(__file__).parent / "openpai-sdk"
 """package.json and package-lock.json of the installation."""
@@ -76,13 +74,3 @@ def platform_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     is checked here is the shape of answers, which no database changes)."""
     with serve_platform(server_settings(tmp_path_factory.mktemp("pai-home"))) as server:
         yield server
-
-
-@pytest.fixture
-def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
-    """`pai up` in a process of its own on the four-node cluster file."""
-    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
-    platform.start()
-    yield platform
-    platform.stop()
-    kill_processes_under(platform.home)

@@ -77,7 +77,11 @@ async function main() {
       await until(
         'the job to run',
         () => client.job.getJob(user, job.name),
-        (detail) => detail.jobStatus.state === 'RUNNING',
+        (detail) =>
+          detail.jobStatus.state === 'RUNNING' &&
+          Object.values(detail.taskRoles).every((role) =>
+            role.taskStatuses.every((task) => task.taskState === 'RUNNING'),
+          ),
       ),
     ),
   );

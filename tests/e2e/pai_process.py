@@ -1,4 +1,5 @@
-"""`pai up` in a process of its own, started and killed as an operator would, and job files."""
+"""`pai up` in a process of its own, started and killed as an operator would; job files; and
+the `pai_up` fixture (on the four-node cluster file)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
+
+from pai.executors.local import kill_processes_under
 from pai.sdk import Client
+from server.harness import LOCAL_CLUSTER_FILE
 
 ADMIN_PASSWORD = "up-Admin-password-1"
 
@@ -91,3 +96,13 @@ def job_file(name: str, commands: list[str]) -> str:
         "    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}\n"
         f"    commands:\n{lines}\n"
     )
+
+
+@pytest.fixture
+def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
+    """`pai up` in a process of its own on the four-node cluster file, stopped afterwards."""
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
+    platform.start()
+    yield platform
+    platform.stop()
+    kill_processes_under(platform.home)

@@ -21,20 +21,9 @@ import pytest
 
 from cli.pai_runner import make_pai
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
-from pai.executors.local import kill_processes_under
-from server.harness import LOCAL_CLUSTER_FILE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
-    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
-    platform.start()
-    yield platform
-    platform.stop()
-    kill_processes_under(platform.home)
 
 
 def held_connections(port: int) -> Iterator[socket.socket | http.client.HTTPConnection]:

@@ -280,6 +280,30 @@ def test_a_gang_that_needs_two_hosts_starts_all_or_nothing(sandbox: object, clie
     assert len(set(task_hosts(job).values())) == 2
 
 
+GREEDY = "python3 -c 'chunk = bytearray(400 * 1024 * 1024); import time; time.sleep(60)'"
+STUBBORN = """
+trap 'echo got SIGTERM; sleep 60' TERM
+echo ready
+while true; do sleep 0.1; done
+"""
+
+
+def test_memory_limits_and_stops_hold_on_a_remote_host(client: Client) -> None:
+    client.submit(gpu_job("greedy", {"main": (1, 1, GREEDY)}))
+    client.submit(gpu_job("stubborn", {"main": (1, 1, STUBBORN)}))
+    wait_until(lambda: "ready" in log_so_far(client, "stubborn"), "the stubborn task runs")
+
+    client.stop("stubborn")
+    stopped = client.wait("stubborn", timeout=WAIT, poll=0.3)
+    greedy = client.wait("greedy", timeout=WAIT, poll=0.3)
+
+    # memoryMB is 256: the task is killed and the exit spec says why.
+    assert (greedy.state, greedy.job_status.app_exit_code) == ("FAILED", -1200)
+    # SIGTERM first, then SIGKILL once the grace period is over.
+    assert (stopped.state, stopped.job_status.app_exit_code) == ("STOPPED", -210)
+    assert "got SIGTERM" in client.logs("stubborn")
+
+
 FOLLOWED = """
 echo "first line from $PAI_CONTAINER_HOST_IP"
 while [ ! -e {go} ]; do sleep 0.1; done

@@ -8,7 +8,7 @@ resumes where the control plane's copy ends, with nothing repeated or lost.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,9 +62,9 @@ class ControlPlane:
             self.items.append(item)
             self.ack = number
 
-    def until(self, done: object, what: str) -> None:
+    def until(self, done: Callable[[], object], what: str) -> None:
         deadline = time.monotonic() + WAIT
-        while not done():  # type: ignore[operator]
+        while not done():
             assert time.monotonic() < deadline, what
             self.poll()
             time.sleep(0.05)
@@ -123,7 +123,11 @@ def test_a_reconnecting_control_plane_resumes_where_its_copy_ends(
     launch(agent, tmp_path, "k2", "echo all of it")
     first = ControlPlane(agent)
     first.until(lambda: first.output("k1") == b"before\n", "the first line")
-    time.sleep(0.3)  # k2 ends unseen: the first control plane dies here
+    ended = tmp_path / "nodes" / "node1" / "executor" / "tasks" / "k2" / "result.json"
+    deadline = time.monotonic() + WAIT
+    while not ended.exists():  # k2 ends, unseen: the first control plane dies here
+        assert time.monotonic() < deadline, "k2 ends"
+        time.sleep(0.05)
     copied = len(first.output("k1"))
 
     recovery = agent.recover({"k1": {"user-stdout": copied}, "k2": {}})

@@ -7,11 +7,11 @@ as its lifeline: when the raylet ends, the node has left the cluster, PAI retrie
 elsewhere, and they must not go on here.
 
 The control plane pulls everything else with `poll(ack)`: the events and log output of the
-node's tasks, numbered, a task's output after its start and before its end. What a reply carried is dropped only once the next
-poll acknowledges it, so a reply lost on the way is sent again: nothing is lost or applied twice.
-New output is read only when everything before it was acknowledged, so an agent that nobody
-polls holds no more than one reply's worth. This module does not import Ray: the control plane
-turns the class into an actor (see `pai.executors.ray.executor`).
+node's tasks, numbered, a task's output after its start and before its end. What a reply carried
+is dropped only once the next poll acknowledges it, so a reply lost on the way is sent again:
+nothing is lost or applied twice. New output is read only when everything before it was
+acknowledged, so an agent that nobody polls holds no more than one reply's worth. This module
+does not import Ray: the control plane turns the class into an actor (see `.executor`).
 """
 
 from __future__ import annotations
