@@ -46,7 +46,7 @@ class DirectoryLocation(_Strict):
     def _absolute(cls, path: str) -> str:
         if not path.startswith("/"):
             raise ValueError(f"must be an absolute path, got {path!r}")
-        normal = os.path.normpath(path)
+        normal = "/" + os.path.normpath(path).lstrip("/")  # POSIX keeps a leading "//"
         if normal == "/":
             raise ValueError("cannot be the root directory")
         return normal
