@@ -119,11 +119,26 @@ SEMANTIC_CHECKS = {
     "PUT /api/v2/users/me",
     "POST /api/v2/jobs",
     "PUT /api/v2/jobs/{framework_name}/executionType",
+    "POST /api/v2/storages",
+    "PUT /api/v2/storages/{name}",
+    "GET /api/v2/storages/{name}/files",
+    "DELETE /api/v2/storages/{name}/files",
+    "GET /api/v2/storages/{name}/content",
+    "PUT /api/v2/storages/{name}/content",
+    "POST /api/v2/storages/{name}/folders",
+    "POST /api/v2/storages/{name}/uploads",
+    "PUT /api/v2/storages/{name}/uploads/{upload_id}",
+    "POST /api/v2/marketplace/items",
+    "PUT /api/v2/marketplace/items/{item_id}",
+    "POST /api/v2/marketplace/items/{item_id}/submissions",
 }
 """Operations that check more than the document can say, and answer 400 to a request of the
 right shape, as OpenPAI does: a wrong password (NoUserError, IncorrectPasswordError); a job
 (any object is a document, but a job needs its protocol's fields, references that resolve and a
-VC it fits in: InvalidProtocolError lists the problems); `START` of a job that has ended."""
+VC it fits in: InvalidProtocolError lists the problems); `START` of a job that has ended. So do
+the storage and marketplace operations: a storage's `data` must fit its type and point at a
+directory or bucket that exists; a path inside a storage may not hold `.` or `..`; an upload
+goes at the upload's offset; an item's `protocol` must be a valid job."""
 
 
 @pytest.mark.slow
