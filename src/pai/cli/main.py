@@ -10,6 +10,7 @@ from pai.cli.failures import run
 from pai.cli.groups import group_app
 from pai.cli.jobs import events, job, jobs, stop, tag, untag
 from pai.cli.logs import logs
+from pai.cli.monitoring import admin_app, alerts, monitoring_app
 from pai.cli.sim import sim
 from pai.cli.submit import submit
 from pai.cli.tokens import token_app
@@ -53,8 +54,9 @@ for command in (submit, jobs, job, logs, wait, stop, tag, untag, events):
 
 app.command(rich_help_panel=CLUSTER)(vc)
 app.command(rich_help_panel=CLUSTER)(cluster)
+app.command(rich_help_panel=CLUSTER)(alerts)
 
-for sub_app in (user_app, group_app):
+for sub_app in (user_app, group_app, admin_app, monitoring_app):
     app.add_typer(sub_app, rich_help_panel=ADMINISTRATION)
 app.command(rich_help_panel=ADMINISTRATION)(sim)
 

@@ -11,10 +11,11 @@ from pai.sdk.config import SERVER_ENV, config_path, load_config
 from pai.sdk.errors import ConfigError
 from pai.sdk.identity import IdentityApi, LoginResult
 from pai.sdk.logs import LogsApi
+from pai.sdk.monitoring import MonitoringApi
 from pai.sdk.transport import DEFAULT_TIMEOUT, Transport
 
 
-class Client(LogsApi, ClusterApi, IdentityApi):
+class Client(LogsApi, ClusterApi, MonitoringApi, IdentityApi):
     """A client of one PAI server.
 
         from pai.sdk import Client

@@ -9,12 +9,12 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.staticfiles import StaticFiles
 
-from pai.web.pages import account, admin, clusters, home, job, jobs, login, submit
+from pai.web.pages import account, admin, alerts, clusters, home, job, jobs, login, submit
 
 STATIC_FOLDER = Path(str(files("pai.web") / "static"))
 
 router = APIRouter(include_in_schema=False)
 # The job list's own paths (/jobs/table) come before the job pages' /jobs/{name}.
-for pages in (login, home, jobs, job, submit, clusters, admin, account):
+for pages in (login, home, jobs, job, submit, clusters, alerts, admin, account):
     router.include_router(pages.router)
 router.mount("/static", StaticFiles(directory=STATIC_FOLDER), name="static")
