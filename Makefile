@@ -41,17 +41,20 @@ typecheck: $(VENV)/.install-stamp-test
 bench: $(VENV)/.install-stamp-test
 	for b in benchmarks/*.py; do $(PY) $$b --json || exit 1; done
 
-# Resolve the newest versions that pyproject.toml admits in a fresh virtualenv and write them to
-# the lock (torch: the CPU build the DDP example is tested with). Then run `make test`: it
-# reinstalls from the new lock, and only a green suite makes the refreshed lock worth committing.
+# Write the lock from pyproject.toml in a fresh virtualenv: versions already locked stay as they
+# are, what is new gets its newest version; with UPGRADE=1 everything gets its newest version
+# (torch: the CPU build the DDP example is tested with). Then run `make test`: it reinstalls
+# from the new lock, and only a green suite makes the refreshed lock worth committing.
 LOCK_VENV := .lock-venv
+KEEP_LOCKED := $(if $(UPGRADE),,--constraint $(LOCK))
 lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[test,ray]' torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install --quiet $(KEEP_LOCKED) --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install --quiet $(KEEP_LOCKED) -e '.[test,ray]' torch==2.13.0
 	{ echo "# Written by \`make lock\` from pyproject.toml; do not edit by hand."; \
-	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(LOCK)
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
 	rm -rf $(LOCK_VENV)
 
 clean:

@@ -21,6 +21,10 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_RAY_NODE_DIR`: absolute directory on every Ray node for PAI's agent state and the tasks'
   working and log directories; `/tmp/pai-node`.
 - `PAI_MAX_UPLOAD_BYTES`: the largest file a user may upload to a storage; 107374182400 (100 GiB).
+- `PAI_MONITOR_INTERVAL`: seconds between two samples of what tasks and nodes use; 5.
+- `PAI_MONITOR_RETENTION_DAYS`: days usage history is kept; 7.
+- `PAI_ALERT_ACTIONS`: the administrator's alert actions; `$PAI_HOME/alert-actions.yaml`.
+- `PAI_PUBLIC_URL`: the portal's address as users reach it, for links in e-mails; none.
 """
 
 from __future__ import annotations
@@ -56,6 +60,14 @@ class Settings:
     ray_namespace: str = "pai"
     ray_node_dir: Path = DEFAULT_RAY_NODE_DIR
     max_upload_bytes: int = 100 * 1024**3
+    monitor_interval: float = 5.0
+    monitor_retention_days: int = 7
+    alert_actions: Path | None = None
+    public_url: str = ""
+
+    @property
+    def alert_actions_path(self) -> Path:
+        return self.alert_actions or self.home / "alert-actions.yaml"
 
     def __post_init__(self) -> None:
         if self.admin_password is not None and len(self.admin_password) < MIN_PASSWORD_LENGTH:
@@ -89,6 +101,16 @@ class Settings:
                 "PAI_RAY_ADDRESS: the Ray engine needs the address of the Ray cluster's head, "
                 "HOST:PORT (as `ray start --head` printed it)"
             )
+        if not 0.1 <= self.monitor_interval <= 3600:
+            raise ConfigurationError(
+                f"PAI_MONITOR_INTERVAL: must be between 0.1 and 3600 seconds, "
+                f"got {self.monitor_interval:g}"
+            )
+        if self.monitor_retention_days < 1:
+            raise ConfigurationError(
+                "PAI_MONITOR_RETENTION_DAYS: must be a positive integer, "
+                f"got {self.monitor_retention_days}"
+            )
         if not self.ray_node_dir.is_absolute():
             raise ConfigurationError(
                 f"PAI_RAY_NODE_DIR: must be an absolute path (the same on every node), "
@@ -114,6 +136,12 @@ class Settings:
             ray_namespace=env.get("PAI_RAY_NAMESPACE") or cls.ray_namespace,
             ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
             max_upload_bytes=_int(env, "PAI_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
+            monitor_interval=_float(env, "PAI_MONITOR_INTERVAL", cls.monitor_interval),
+            monitor_retention_days=_int(
+                env, "PAI_MONITOR_RETENTION_DAYS", cls.monitor_retention_days
+            ),
+            alert_actions=Path(env["PAI_ALERT_ACTIONS"]) if env.get("PAI_ALERT_ACTIONS") else None,
+            public_url=env.get("PAI_PUBLIC_URL") or "",
         )
 
 
@@ -130,3 +158,13 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigurationError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}: expected a number, got {raw!r}") from None

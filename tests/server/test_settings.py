@@ -18,6 +18,7 @@ def test_defaults_put_everything_under_pai_home(tmp_path: Path) -> None:
     assert (settings.token_max_expiration, settings.login_rate_limit) == (604800, 20)
     assert (settings.submission_rate_limit, settings.log_level) == (60, "INFO")
     assert (settings.engine, settings.ray_node_dir) == ("local", Path("/tmp/pai-node"))
+    assert settings.alert_actions_path == tmp_path / "alert-actions.yaml"
 
 
 def test_every_variable_is_read(tmp_path: Path) -> None:
@@ -35,6 +36,10 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "PAI_RAY_ADDRESS": "10.0.0.1:6379",
             "PAI_RAY_NAMESPACE": "team-a",
             "PAI_RAY_NODE_DIR": "/var/lib/pai",
+            "PAI_MONITOR_INTERVAL": "2.5",
+            "PAI_MONITOR_RETENTION_DAYS": "30",
+            "PAI_ALERT_ACTIONS": "/etc/pai/actions.yaml",
+            "PAI_PUBLIC_URL": "https://pai.example.com",
         }
     )
     assert settings.database_url == "postgresql+psycopg://pai@127.0.0.1/pai"
@@ -43,6 +48,9 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (settings.submission_rate_limit, settings.log_level) == (100, "DEBUG")
     assert (settings.engine, settings.ray_address) == ("ray", "10.0.0.1:6379")
     assert (settings.ray_namespace, settings.ray_node_dir) == ("team-a", Path("/var/lib/pai"))
+    assert (settings.monitor_interval, settings.monitor_retention_days) == (2.5, 30)
+    assert settings.alert_actions_path == Path("/etc/pai/actions.yaml")
+    assert settings.public_url == "https://pai.example.com"
 
 
 def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
@@ -65,6 +73,9 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
         ("PAI_ENGINE", "slurm", "PAI_ENGINE: must be one of local, ray, got 'slurm'"),
         ("PAI_ENGINE", "ray", "PAI_RAY_ADDRESS: the Ray engine needs the address"),
         ("PAI_RAY_NODE_DIR", "pai-node", "PAI_RAY_NODE_DIR: must be an absolute path"),
+        ("PAI_MONITOR_INTERVAL", "often", "PAI_MONITOR_INTERVAL: expected a number, got 'often'"),
+        ("PAI_MONITOR_INTERVAL", "0", "PAI_MONITOR_INTERVAL: must be between 0.1 and 3600"),
+        ("PAI_MONITOR_RETENTION_DAYS", "0", "PAI_MONITOR_RETENTION_DAYS: must be a positive"),
     ],
 )
 def test_a_bad_value_names_its_variable(

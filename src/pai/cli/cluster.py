@@ -75,7 +75,7 @@ def nodes_table(nodes: Sequence[Node]) -> Table:
     return result
 
 
-STATE_STYLES = {"alive": "green", "gone": "bold red", "bad": "bold yellow"}
+STATE_STYLES = {"alive": "green", "gone": "bold red", "bad": "bold yellow", "cordoned": "yellow"}
 
 
 def node_state(node: Node) -> Text:

@@ -8,6 +8,7 @@ import typer
 
 from pai.cli.formatting import NONE, table, timestamp
 from pai.cli.jobview import job_tree, jobs_table
+from pai.cli.monitoring import usage_table
 from pai.cli.session import (
     JsonOption,
     ServerOption,
@@ -65,18 +66,28 @@ def jobs(
         out().print(jobs_table(found))
 
 
-def job(name: JobArgument, server: ServerOption = None, as_json: JsonOption = False) -> None:
+def job(
+    name: JobArgument,
+    usage: Annotated[
+        bool, typer.Option("--usage", help="What each task used: CPU, memory and GPU.")
+    ] = False,
+    server: ServerOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Show a job as a tree of roles and tasks.
 
     With its state, retries, exit code explained, and every task (node, IP, GPUs, ports, exit
-    code); for a WAITING job, what it waits for.
+    code); for a WAITING job, what it waits for. With --usage, a table of each task's CPU,
+    memory and GPU use over the job's life instead.
     """
     with connect(server) as client:
-        detail = client.job(name)
+        found = client.job_usage(name) if usage else client.job(name)
     if as_json:
-        print_json(detail)
+        print_json(found)
+    elif isinstance(found, list):
+        out().print(usage_table(found) if found else "No usage measured yet.")
     else:
-        out().print(job_tree(detail))
+        out().print(job_tree(found))
 
 
 def stop(name: JobArgument, server: ServerOption = None) -> None:

@@ -11,6 +11,7 @@ from pai.cli.groups import group_app
 from pai.cli.jobs import events, job, jobs, stop, tag, untag
 from pai.cli.logs import logs
 from pai.cli.market import market_app
+from pai.cli.monitoring import admin_app, alerts, monitoring_app
 from pai.cli.sim import sim
 from pai.cli.storage import audit, storage_app
 from pai.cli.submit import submit
@@ -56,11 +57,12 @@ for command in (submit, jobs, job, logs, wait, stop, tag, untag, events):
 
 app.command(rich_help_panel=CLUSTER)(vc)
 app.command(rich_help_panel=CLUSTER)(cluster)
+app.command(rich_help_panel=CLUSTER)(alerts)
 
 app.add_typer(storage_app, rich_help_panel=SHARING)
 app.add_typer(market_app, rich_help_panel=SHARING)
 
-for sub_app in (user_app, group_app):
+for sub_app in (user_app, group_app, admin_app, monitoring_app):
     app.add_typer(sub_app, rich_help_panel=ADMINISTRATION)
 app.command(rich_help_panel=ADMINISTRATION)(sim)
 app.command(rich_help_panel=ADMINISTRATION)(audit)

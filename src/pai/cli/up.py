@@ -72,7 +72,11 @@ def up(
     log_path = settings.home / "pai.log"
     with open(log_path, "a", encoding="utf-8") as log_file:
         configure_logging(settings.log_level, log_file)
-        app = create_platform_app(settings, chosen)
+        try:
+            app = create_platform_app(settings, chosen)
+        except ConfigurationError as problem:
+            console.print(f"[red]error:[/red] {problem}")
+            raise typer.Exit(1) from None
         _announce(host, port, settings, chosen, log_path)
         if ray_nodes is not None:
             console.print(ray_nodes_table(chosen, ray_nodes))
@@ -177,6 +181,7 @@ def _announce(
     console.print(f"  engine:  {_engine_line(settings)}")
     console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
     console.print(f"  log:     {log_path}")
+    console.print(f"  metrics: {url}/metrics (open to this machine; see docs/monitoring.md)")
     console.print(table)
     console.print(
         f"Log in at {url}/ as 'admin' (or: pai login --server {url} --username admin).\n"

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pai.executors.mounts import Mount
 from pai.runtime.classification import Classification, ExitCode
+
+if TYPE_CHECKING:
+    from pai.executors.usage import Usage
 
 TASK_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.~-]{0,199}$")
 
@@ -170,6 +173,7 @@ class NodeCondition(StrEnum):
     ALIVE = "alive"  # the engine has the node, as large as the cluster file says
     GONE = "gone"  # the engine does not have it: never joined, stopped, crashed or unreachable
     BAD = "bad"  # the engine has it, but it cannot take PAI's tasks (smaller than declared, ...)
+    CORDONED = "cordoned"  # an administrator, or an alert, took it out of scheduling
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,10 @@ class Executor(Protocol):
         """After a control-plane restart: every task attempt this executor knows, running or
         finished, and resume reporting on those still running. A task whose supervision was lost
         is reported finished with a transient platform code."""
+
+    def usage(self) -> Usage:
+        """What the running tasks and the machines used, measured since the last call (the
+        monitor asks every few seconds)."""
 
     def logs(
         self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None

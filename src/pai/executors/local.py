@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +46,7 @@ from pai.executors.base import (
 from pai.executors.logfiles import follow_log, read_log
 from pai.executors.supervisor import ISOLATION
 from pai.executors.taskfiles import (
+    MIB,
     LaunchRecord,
     ProcessIdentity,
     StartedCommand,
@@ -52,6 +54,7 @@ from pai.executors.taskfiles import (
     TaskFiles,
     utc_now,
 )
+from pai.executors.usage import RunningTask, Usage, UsageSampler
 from pai.runtime.classification import ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 
@@ -65,9 +68,28 @@ class _Tracked:
     """A task attempt still running, as far as this executor has seen."""
 
     files: TaskFiles
+    record: LaunchRecord
     started_reported: bool
     process: subprocess.Popen[bytes] | None = None
     next_liveness_check: float = 0.0
+
+    def running(self) -> RunningTask | None:
+        """The task as usage sampling sees it, once its command runs."""
+        supervisor = self.files.supervisor()
+        if not self.started_reported or supervisor is None:
+            return None
+        record = self.record
+        limit = record.memory_mb * MIB if record.memory_mb else None
+        return RunningTask(
+            record.key,
+            record.job,
+            record.role,
+            record.index,
+            record.node,
+            supervisor.pid,
+            limit,
+            record.gpus,
+        )
 
 
 class LocalExecutor(Executor):
@@ -83,9 +105,11 @@ class LocalExecutor(Executor):
         config: SupervisorConfig | None = None,
         exit_specs: ExitSpecSource | None = None,
         liveness_interval: float = 1.0,
+        machine: str | None = None,
     ) -> None:
         """`jobs_dir` holds the attempts' working and log directories; by default `jobs` beside
-        `state_dir` (both in `$PAI_HOME` when the platform runs it)."""
+        `state_dir` (both in `$PAI_HOME` when the platform runs it). `machine` names this
+        machine in usage samples (default: its host name)."""
         self._tasks_dir = state_dir / TASKS_DIR
         self._tasks_dir.mkdir(parents=True, exist_ok=True)
         self._jobs_dir = jobs_dir or state_dir.parent / "jobs"
@@ -99,6 +123,8 @@ class LocalExecutor(Executor):
         self._lock = threading.Lock()
         self._live: dict[str, _Tracked] = {}
         self._exiting: list[subprocess.Popen[bytes]] = []
+        self._machine = machine or socket.gethostname()
+        self._sampler: UsageSampler | None = None  # made on first use: it starts CPU counting
 
     def attempt_dir(self, node: str, job: str, key: str) -> Path:
         return self._jobs_dir / job / check_task_key(key)
@@ -117,8 +143,9 @@ class LocalExecutor(Executor):
             files.directory.mkdir()  # claims the key: a second launch of it fails here
         except FileExistsError:
             raise ExecutorError(f"task {task.key} was launched before") from None
+        record = LaunchRecord.of(task, self._config, utc_now())
         try:
-            files.write_launch(LaunchRecord.of(task, self._config, utc_now()))
+            files.write_launch(record)
             process = self._start_supervisor(files, task.log_dir)
         except OSError as exc:
             shutil.rmtree(files.directory, ignore_errors=True)
@@ -132,7 +159,7 @@ class LocalExecutor(Executor):
             process.stdin.close()
         except BrokenPipeError:
             log.warning("task %s: its supervisor exited before reading the script", task.key)
-        tracked = _Tracked(files, started_reported=False)
+        tracked = _Tracked(files, record, started_reported=False)
         with self._lock:
             if self._config.detach:
                 # It exits once the detached supervisor has recorded itself; reaped later.
@@ -213,13 +240,21 @@ class LocalExecutor(Executor):
                 started = files.started()
                 result = files.result()
                 if result is None and directory.name not in self._live:
-                    tracked = _Tracked(files, started_reported=started is not None)
+                    tracked = _Tracked(files, record, started_reported=started is not None)
                     if self._supervisor_alive(tracked):
                         self._live[directory.name] = tracked
                     else:
                         result = self._finish_lost(files)
                 statuses.append(_status(record, started, result))
         return statuses
+
+    def usage(self) -> Usage:
+        with self._lock:
+            running = [task for tracked in self._live.values() if (task := tracked.running())]
+            if self._sampler is None:
+                self._sampler = UsageSampler(self._machine, self._jobs_dir)
+            sampler = self._sampler
+        return sampler.sample(running)
 
     def logs(
         self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -46,6 +46,7 @@ import psutil
 from pai.executors.base import LogStream, TaskResult
 from pai.executors.logfiles import READ_CHUNK, CappedLogWriter, read_log
 from pai.executors.mounts import MountFailed, mount_command, read_report
+from pai.executors.proctree import child_pids, tree_resident_bytes
 from pai.executors.taskfiles import (
     MIB,
     LaunchRecord,
@@ -66,7 +67,6 @@ KILL_RETRY_INTERVAL = 0.05
 KILL_TIMEOUT = 30.0  # a process in uninterruptible sleep ignores SIGKILL until it wakes
 PUMP_JOIN_TIMEOUT = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 class _Ending(Enum):
@@ -246,7 +246,7 @@ class Supervisor:
                 self._terminate(process)
                 return _Ending.LIFELINE_LOST
             if limit is not None:
-                resident = _tree_resident_bytes(os.getpid())
+                resident = tree_resident_bytes(os.getpid())
                 if resident > limit:
                     self._resident_at_kill = resident
                     self._note(
@@ -404,49 +404,6 @@ def _live(processes: Sequence[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
-def _tree_resident_bytes(root: int) -> int:
-    """Resident memory of `root`'s descendants. Walks /proc/<pid>/task/<tid>/children, which
-    costs in proportion to the task's tree rather than to every process on the machine."""
-    total = 0
-    for pid in _descendant_pids(root):
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as statm:
-                total += int(statm.read().split()[1]) * _PAGE_SIZE
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-    return total
-
-
-def _descendant_pids(root: int) -> Iterator[int]:
-    pending = [root]
-    while pending:
-        children = _child_pids(pending.pop())
-        yield from children
-        pending.extend(children)
-
-
-def _child_pids(pid: int) -> list[int]:
-    """Children of `pid` from /proc/<pid>/task/<tid>/children (psutil would scan every process
-    on the machine to answer this)."""
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
-        try:
-            return [child.pid for child in psutil.Process(pid).children()]
-        except psutil.NoSuchProcess:
-            return []
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return []
-    children: list[int] = []
-    for thread in threads:
-        try:
-            with open(f"/proc/{pid}/task/{thread}/children", "rb") as listing:
-                children.extend(int(child) for child in listing.read().split())
-        except FileNotFoundError:
-            continue
-    return children
-
-
 def _send(process: psutil.Process, signum: int) -> None:
     with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
         process.send_signal(signum)
@@ -465,7 +422,7 @@ def _signal_tree(pgid: int, signum: int) -> None:
 
 def _reap_orphans(keep: int | None) -> None:
     """Collect exited children other than `keep` (orphans re-parented to this subreaper)."""
-    for child in _child_pids(os.getpid()):
+    for child in child_pids(os.getpid()):
         if child != keep:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(child, os.WNOHANG)

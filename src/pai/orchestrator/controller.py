@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import insert, select, update
 
@@ -26,6 +26,7 @@ from pai.cluster.model import ClusterConfig
 from pai.executors.base import (
     Executor,
     KillReason,
+    NodeCondition,
     NodeState,
     TaskEvent,
     TaskEventKind,
@@ -59,7 +60,7 @@ from pai.scheduler.types import (
 from pai.storage.access import Credentials
 from pai.storage.jobs import JobStorages
 from pai.store import Database
-from pai.store.models import JobEvent, JobRow
+from pai.store.models import JobEvent, JobRow, NodeCordon
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,20 @@ class VcJobs:
     waiting: int = 0
 
 
+class SchedulingObserver(Protocol):
+    """Told about scheduling as it happens (the monitor's metrics)."""
+
+    def decided(self, seconds: float) -> None:
+        """One job was considered for placement, taking `seconds`."""
+
+    def placed(self, virtual_cluster: str, waited_seconds: float) -> None:
+        """A group of a job of the VC was placed, `waited_seconds` after the job's submission."""
+
+
 class Controller:
     """Owns the scheduler and drives the executor; run it with `start()` / `stop()`."""
+
+    observer: SchedulingObserver | None = None
 
     def __init__(
         self,
@@ -119,6 +132,8 @@ class Controller:
         self._snapshot = scheduler.snapshot()
         self._vc_jobs: dict[str, VcJobs] = {}
         self._node_states: dict[str, NodeState] = {}
+        self._cordons: dict[str, NodeState] = {}
+        self._node_names = {node.name for node in scheduler.cluster.nodes}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -167,7 +182,8 @@ class Controller:
         return self._vc_jobs
 
     def node_states(self) -> Mapping[str, NodeState]:
-        """Each node as the engine sees it (nodes left out are alive), after the last pass."""
+        """Each node as the engine sees it, or cordoned (nodes left out are alive), after the
+        last pass."""
         return self._node_states
 
     def _loop(self) -> None:
@@ -190,6 +206,7 @@ class Controller:
             self._last_intent_check = now
             self._take_in_new_jobs(now)
             self._apply_stop_requests(now)
+            self._take_in_cordons()
         for key, classification in self._late_exits:
             self._on_exit(key, classification, now)
         self._late_exits.clear()
@@ -210,25 +227,38 @@ class Controller:
     # -- nodes ------------------------------------------------------------------------------------
 
     def _follow_node_states(self) -> None:
-        """Nodes the engine lost, or that cannot take tasks, get no new placements (their tasks
-        end through the executor's events); a node that is usable again takes them at once."""
-        states = self.executor.node_states()
+        """Nodes the engine lost, that cannot take tasks, or that are cordoned get no new
+        placements (their running tasks end through the executor's events, or go on when
+        merely cordoned); a node that is usable again takes them at once."""
+        states = {**self.executor.node_states(), **self._cordons}
         if states == self._node_states:
             return
-        for name, state in states.items():
-            before = self._node_states.get(name)
-            if before is not None and before.usable == state.usable:
+        for name in sorted(set(states) | set(self._node_states)):
+            usable = name not in states or states[name].usable
+            was_usable = name not in self._node_states or self._node_states[name].usable
+            if usable == was_usable:
                 continue
-            if before is None and state.usable:
-                continue  # nodes start healthy
-            self.scheduler.set_node_health(name, state.usable)
-            if state.usable:
+            self.scheduler.set_node_health(name, usable)
+            if usable:
                 log.info("node %s can take tasks again", name)
                 self._schedule_needed = True
             else:
-                log.warning("node %s takes no new tasks: %s", name, state.message)
-        self._node_states = dict(states)
+                log.warning("node %s takes no new tasks: %s", name, states[name].message)
+        self._node_states = states
         self._publish()
+
+    def _take_in_cordons(self) -> None:
+        with self.database.reading() as session:
+            cordons = session.scalars(select(NodeCordon)).all()
+            self._cordons = {
+                cordon.node: NodeState(
+                    cordon.node,
+                    NodeCondition.CORDONED,
+                    f"cordoned by {cordon.by}: {cordon.reason}",
+                )
+                for cordon in cordons
+                if cordon.node in self._node_names
+            }
 
     # -- intents ----------------------------------------------------------------------------------
 
@@ -389,6 +419,14 @@ class Controller:
 
     def _schedule_job(self, job: ActiveJob, now: float) -> None:
         """Place the job's waiting groups; under gang allocation all of them or none."""
+        started = time.perf_counter()
+        try:
+            self._place_groups(job, now)
+        finally:
+            if self.observer is not None:
+                self.observer.decided(time.perf_counter() - started)
+
+    def _place_groups(self, job: ActiveJob, now: float) -> None:
         gang = job.machine.policy.gang_allocation
         bound: list[tuple[GroupRequest, Placement]] = []
         blocked: WaitReason | None = None
@@ -437,6 +475,8 @@ class Controller:
             self._track(job, task, where["key"])
         nodes = ", ".join(placement.nodes)
         self._record(job, "Normal", "Scheduled", f"{group.name} placed on {nodes}")
+        if self.observer is not None:
+            self.observer.placed(job.spec.virtual_cluster, now - job.submitted_at.timestamp())
         self._handle(job, fw.on_placed(job.machine, placed, now), now)
 
     def _preempt(self, preemptor: ActiveJob, decision: Preempt) -> None:

@@ -37,7 +37,7 @@ from pai.protocol import (
 )
 from pai.runtime.plugins import PluginError, build_task_script
 from pai.scheduler.requests import RequestRefused, job_requests
-from pai.store.models import JobRow, JobTag
+from pai.store.models import JobRow, JobTag, NodeCordon, NodeEvent
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
@@ -157,3 +157,29 @@ def _check_plugins(spec: JobSpec) -> None:
             build_task_script([], runtime_plugins_for_role(spec, role), {})
         except PluginError as unsupported:
             raise InvalidProtocolError(f"task role '{role}': {unsupported}") from None
+
+
+def cordon(session: Session, node: str, by: str, reason: str) -> bool:
+    """Record that nothing new goes on `node` (the controller reads it); False if it was
+    cordoned already."""
+    if session.get(NodeCordon, node) is not None:
+        return False
+    session.add(NodeCordon(node=node, by=by, reason=reason))
+    session.add(
+        NodeEvent(
+            node=node, type="Warning", reason="Cordoned", message=f"cordoned by {by}: {reason}"
+        )
+    )
+    return True
+
+
+def uncordon(session: Session, node: str, by: str) -> bool:
+    """Let tasks go on `node` again; False if it was not cordoned."""
+    found = session.get(NodeCordon, node)
+    if found is None:
+        return False
+    session.delete(found)
+    session.add(
+        NodeEvent(node=node, type="Normal", reason="Uncordoned", message=f"uncordoned by {by}")
+    )
+    return True

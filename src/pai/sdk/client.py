@@ -12,11 +12,12 @@ from pai.sdk.errors import ConfigError
 from pai.sdk.identity import IdentityApi, LoginResult
 from pai.sdk.logs import LogsApi
 from pai.sdk.market import MarketApi
+from pai.sdk.monitoring import MonitoringApi
 from pai.sdk.storage import StorageApi
 from pai.sdk.transport import DEFAULT_TIMEOUT, Transport
 
 
-class Client(LogsApi, MarketApi, ClusterApi, IdentityApi, StorageApi):
+class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, StorageApi):
     """A client of one PAI server.
 
         from pai.sdk import Client

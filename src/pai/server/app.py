@@ -17,6 +17,7 @@ from pai.server.deps import single_valued_query
 from pai.server.errors import install_error_handlers
 from pai.server.logconfig import protect_library_loggers
 from pai.server.middleware import (
+    API_PREFIX,
     OpenPaiPathMiddleware,
     RejectNulMiddleware,
     RequestLogMiddleware,
@@ -25,7 +26,6 @@ from pai.server.routes import authn, groups, health, info, tokens, users
 from pai.settings import Settings
 from pai.store import Database
 
-API_PREFIX = "/api/v2"
 IDENTITY_ROUTERS = (info.router, authn.router, tokens.router, users.router, groups.router)
 
 Lifespan = Callable[[ServerContext], AbstractAsyncContextManager[None]]

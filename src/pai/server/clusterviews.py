@@ -93,10 +93,11 @@ class NodeInfo(BaseModel):
     healthy: bool = Field(description="Whether the scheduler places new tasks on the node.")
     engineState: NodeCondition = Field(
         description="The node as the engine that runs tasks sees it: alive, gone (not in the "
-        "cluster: never joined, stopped, crashed or unreachable) or bad (there, but unable to "
-        "take tasks, e.g. smaller than the cluster file says)."
+        "cluster: never joined, stopped, crashed or unreachable), bad (there, but unable to "
+        "take tasks, e.g. smaller than the cluster file says), or cordoned (taken out of "
+        "scheduling by an administrator or an alert)."
     )
-    engineMessage: str = Field(description="Why the node is gone or bad; empty when alive.")
+    engineMessage: str = Field(description="Why the node is not alive; empty when it is.")
     skuType: str
     leaves: Counts
     gpus: Counts

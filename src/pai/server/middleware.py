@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -91,6 +92,7 @@ class RejectNulMiddleware:
         await refusal(scope, receive, send)
 
 
+API_PREFIX = "/api/v2"
 OPENPAI_PREFIX = "/rest-server"
 """Where OpenPAI's proxy serves the API (`https://<master>/rest-server/api/v2`): its SDK and CLI
 build every URL from the cluster's address that way."""
@@ -124,3 +126,46 @@ def _api_path(path: str) -> str:
     if path.startswith("/api/") and path.endswith("/"):
         path = path.rstrip("/")
     return path
+
+
+RequestObserver = Callable[[str, str, int, float], None]
+"""Told of every answered request: method, route template, status and seconds taken."""
+
+
+class RequestTimingMiddleware:
+    """Times every request by the route it matched (`/api/v2/jobs/{framework_name}`, not the
+    path itself, so metrics stay few) and tells an observer."""
+
+    def __init__(self, app: ASGIApp, observe: RequestObserver) -> None:
+        self.app = app
+        self._observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            self._observe(scope["method"], _route_of(scope), status, time.perf_counter() - started)
+
+
+def _route_of(scope: Scope) -> str:
+    """The template of the matched route with its full path: routers included with a prefix
+    keep their routes' paths without it."""
+    template: str | None = getattr(scope.get("route"), "path", None)
+    if template is None:
+        return "unmatched"
+    path = scope["path"]
+    if path.startswith(API_PREFIX + "/") and not template.startswith(API_PREFIX):
+        return API_PREFIX + template
+    return template

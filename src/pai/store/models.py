@@ -6,7 +6,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
+    Float,
     ForeignKey,
     Index,
     MetaData,
@@ -199,3 +201,100 @@ class JobEvent(Base):
     message: Mapped[str] = mapped_column(Text)
     role: Mapped[str | None] = mapped_column(String(255))
     task_index: Mapped[int | None] = mapped_column()
+
+
+class UsageSample(Base):
+    """What a task, a node or a VC used at one moment. Samples older than the monitor's raw
+    window are averaged into coarser ones (`resolution` seconds each) and dropped after the
+    retention."""
+
+    __tablename__ = "usage_samples"
+    __table_args__ = (Index("ix_usage_samples_scope_name_at", "scope", "name", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(index=True)
+    scope: Mapped[str] = mapped_column(String(8))
+    """task, node or vc."""
+    name: Mapped[str] = mapped_column(String(255))
+    """The job's framework name (user~job), the node's name or the VC's name."""
+    role: Mapped[str | None] = mapped_column(String(255))
+    task_index: Mapped[int | None] = mapped_column()
+    node: Mapped[str | None] = mapped_column(String(255))
+    resolution: Mapped[int] = mapped_column()
+    cpu_percent: Mapped[float | None] = mapped_column(Float)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_limit_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    """A task's memory limit, or a node's total memory."""
+    read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    write_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_percent: Mapped[float | None] = mapped_column(Float)
+    gpu_memory_percent: Mapped[float | None] = mapped_column(Float)
+    used: Mapped[float | None] = mapped_column(Float)
+    """A VC's leaf cells (GPUs or CPU slots) in use by its jobs."""
+    total: Mapped[float | None] = mapped_column(Float)
+    """A VC's guaranteed leaf cells."""
+
+
+class Alert(Base):
+    """An alert Alertmanager sent: one row per alert and start, updated when it resolves."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (UniqueConstraint("fingerprint", "starts_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    """firing or resolved."""
+    severity: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, Any]] = mapped_column()
+    annotations: Mapped[dict[str, Any]] = mapped_column()
+    starts_at: Mapped[datetime] = mapped_column()
+    ends_at: Mapped[datetime | None] = mapped_column()
+    received_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    actions: Mapped[list[AlertAction]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True, order_by="AlertAction.id"
+    )
+
+
+class AlertAction(Base):
+    """An action an alert caused (or tried to): who it was for, and how it went."""
+
+    __tablename__ = "alert_actions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(255))
+    """The job (framework name), the node, or the address an e-mail went to."""
+    status: Mapped[str] = mapped_column(String(8))
+    """done, skipped (done within the repeat interval already) or failed."""
+    message: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class NodeCordon(Base):
+    """A node the scheduler places nothing new on until an administrator uncordons it."""
+
+    __tablename__ = "node_cordons"
+
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    by: Mapped[str] = mapped_column(String(255))
+    """The administrator, or `alert <name>`."""
+    reason: Mapped[str] = mapped_column(Text)
+
+
+class NodeEvent(Base):
+    """Something that happened to a node: cordoned, uncordoned (by whom, why)."""
+
+    __tablename__ = "node_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(String(255), index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    type: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)

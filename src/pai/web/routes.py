@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from pai.web.pages import (
     account,
     admin,
+    alerts,
     clusters,
     home,
     job,
@@ -26,6 +27,18 @@ STATIC_FOLDER = Path(str(files("pai.web") / "static"))
 
 router = APIRouter(include_in_schema=False)
 # The job list's own paths (/jobs/table) come before the job pages' /jobs/{name}.
-for pages in (login, home, jobs, job, submit, clusters, admin, account, storage, marketplace):
+for pages in (
+    login,
+    home,
+    jobs,
+    job,
+    submit,
+    clusters,
+    alerts,
+    admin,
+    account,
+    storage,
+    marketplace,
+):
     router.include_router(pages.router)
 router.mount("/static", StaticFiles(directory=STATIC_FOLDER), name="static")

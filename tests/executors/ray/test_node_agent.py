@@ -24,7 +24,7 @@ WAIT = 30.0
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[NodeAgent]:
-    yield NodeAgent("node1", str(tmp_path / "nodes"), CONFIG.to_dict())
+    yield NodeAgent("node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600)
     kill_processes_under(tmp_path)
 
 

@@ -17,6 +17,7 @@ does not import Ray: the control plane turns the class into an actor (see `.exec
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from pai.executors.base import (
 from pai.executors.local import LocalExecutor
 from pai.executors.logfiles import LogReader, previous_segment
 from pai.executors.taskfiles import ProcessIdentity, SupervisorConfig
+from pai.executors.usage import Usage
 from pai.runtime.exitspec import ExitSpecSource
 
 EXIT_SPEC_FILE = "exit-spec.yaml"
@@ -75,6 +77,9 @@ class AgentInfo:
 class Report:
     incarnation: str
     items: tuple[tuple[int, Item], ...]
+    usage: Usage | None = None
+    """What the node and its tasks used, when a sample was due (not numbered: a lost one is
+    not worth sending again)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,9 @@ class Recovery:
 class NodeAgent:
     """Runs one node's tasks; every method is called by the control plane through Ray."""
 
-    def __init__(self, node: str, node_dir: str, supervisor: dict[str, Any]) -> None:
+    def __init__(
+        self, node: str, node_dir: str, supervisor: dict[str, Any], usage_interval: float
+    ) -> None:
         self._root = Path(node_dir).expanduser() / node
         self._node = node
         self._exit_spec_path = self._root / EXIT_SPEC_FILE
@@ -100,7 +107,10 @@ class NodeAgent:
             jobs_dir=self._root / "jobs",
             config=config,
             exit_specs=ExitSpecSource(self._exit_spec_path),
+            machine=node,
         )
+        self._usage_interval = usage_interval
+        self._next_usage = 0.0
         self._incarnation = uuid.uuid4().hex
         self._outbox: list[tuple[int, Item]] = []
         self._last_number = 0
@@ -137,7 +147,11 @@ class NodeAgent:
                 break
             reply.append((number, item))
             size += len(item.data) if isinstance(item, LogChunk) else 0
-        return Report(self._incarnation, tuple(reply))
+        usage = None
+        if time.monotonic() >= self._next_usage:
+            self._next_usage = time.monotonic() + self._usage_interval
+            usage = self._executor.usage()
+        return Report(self._incarnation, tuple(reply), usage)
 
     def recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
         """Start over with a control plane that (re)connects: every task attempt of the node,

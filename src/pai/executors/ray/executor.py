@@ -46,6 +46,7 @@ from pai.executors.ray.mirror import LogMirror
 from pai.executors.ray.nodes import RayNode, match_nodes
 from pai.executors.supervisor import ISOLATION
 from pai.executors.taskfiles import SupervisorConfig, utc_now
+from pai.executors.usage import Usage
 from pai.runtime.classification import ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 AGENT_PREFIX = "pai-agent"
 AGENT_RETRY_INTERVAL = 5.0
+USAGE_KEPT = 1000
+"""Usage reports kept for the monitor at most (older ones are dropped if nobody asks)."""
 RECOVER_TIMEOUT = 120.0
 """How long a start waits for the agents of the live nodes (starting one takes a second or two)."""
 
@@ -177,6 +180,7 @@ class RayExecutor:
         exit_specs: ExitSpecSource | None = None,
         poll_interval: float = 0.1,
         node_refresh_interval: float = 1.0,
+        usage_interval: float = 5.0,
     ) -> None:
         """`node_dir`: the directory on every node under which agents keep their state and the
         tasks' working and log directories (`<node_dir>/<node>/...`)."""
@@ -196,6 +200,8 @@ class RayExecutor:
         }
         self._live: dict[str, _Attempt] = {}
         self._events: list[TaskEvent] = []
+        self._usage_interval = usage_interval
+        self._usage: list[Usage] = []
         self._calls = _Calls()
         self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
         self._next_refresh = 0.0
@@ -244,6 +250,14 @@ class RayExecutor:
         with self._lock:
             events, self._events = self._events, []
         return events
+
+    def usage(self) -> Usage:
+        with self._lock:
+            reports, self._usage = self._usage, []
+        return Usage(
+            tuple(task for report in reports for task in report.tasks),
+            tuple(node for report in reports for node in report.nodes),
+        )
 
     def recover(self) -> list[TaskStatus]:
         """Connect to the agents of the live nodes, report every task attempt they know, and
@@ -354,7 +368,7 @@ class RayExecutor:
             num_cpus=0,
             max_restarts=-1,
             scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
-        ).remote(link.node, str(self._node_dir), self._config.to_dict())
+        ).remote(link.node, str(self._node_dir), self._config.to_dict(), self._usage_interval)
         self._ask_info(link)
 
     def _ask_info(self, link: _Link) -> None:
@@ -472,6 +486,8 @@ class RayExecutor:
                 else:
                     self._apply_event(item)
                 link.ack = number
+            if answer.usage is not None:
+                self._usage = [*self._usage[-USAGE_KEPT:], answer.usage]
 
         return apply
 

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 
+from pai.monitoring.history import UsageHistory
 from pai.server.clusterviews import LeafUsage, NodeInfo, VirtualClusterInfo
 from pai.server.deps import Context
 from pai.server.joblist import JobListQuery
@@ -18,6 +20,7 @@ from pai.web.capacity import Capacity, Usage
 from pai.web.routing import portal_router
 from pai.web.session import Admin, CurrentVisitor
 from pai.web.templating import render
+from pai.web.usage import capacity_chart
 
 router = portal_router()
 
@@ -35,6 +38,7 @@ class VcRow:
     """The visitor may submit to it."""
     running: list[JobListItem]
     waiting: list[JobListItem]
+    use_over_time: Markup
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class NodeRow:
 @router.get("/virtual-clusters", name="portal.virtual_clusters")
 def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLResponse:
     capacity = Capacity.of(context)
+    history = context.service(UsageHistory)
     with context.database.reading() as session:
         rows = [
             VcRow(
@@ -63,6 +68,7 @@ def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor
                 usable=visitor.principal.may_use_virtual_cluster(name),
                 running=_jobs(session, name, ("RUNNING", "STOPPING")),
                 waiting=_jobs(session, name, ("WAITING",)),
+                use_over_time=capacity_chart(history, capacity.unit, name),
             )
             for name, info in capacity.view.virtual_clusters().items()
         ]

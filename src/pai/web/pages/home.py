@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from pai.monitoring.history import UsageHistory
 from pai.server.deps import Context
 from pai.server.joblist import JobListQuery
 from pai.server.jobviews import list_item
@@ -12,6 +13,7 @@ from pai.web.capacity import Capacity
 from pai.web.routing import portal_router
 from pai.web.session import CurrentVisitor
 from pai.web.templating import render
+from pai.web.usage import capacity_chart
 
 router = portal_router()
 
@@ -49,4 +51,5 @@ def home(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLRes
         nodes=nodes,
         cluster=capacity.cluster(nodes),
         healthy_nodes=sum(node.healthy for node in nodes),
+        use_over_time=capacity_chart(context.service(UsageHistory), capacity.unit),
     )

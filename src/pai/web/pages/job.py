@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from fastapi import Form, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
+from pai.monitoring.history import UsageHistory
 from pai.orchestrator.controller import Controller
 from pai.orchestrator.intents import FINAL_STATES, find_job
 from pai.server.deps import Context
@@ -39,6 +40,7 @@ from pai.web.notices import redirect_after
 from pai.web.routing import portal_router
 from pai.web.session import CurrentVisitor, FormVisitor, Visitor
 from pai.web.templating import render, render_fragment
+from pai.web.usage import job_usage
 
 router = portal_router()
 
@@ -155,22 +157,29 @@ def job(
         events=events,
         gpus=has_gpus(context),
         log_tail=LOG_TAIL_BYTES,
+        usage=job_usage(context.service(UsageHistory), framework_name),
     )
 
 
 @router.get("/jobs/{framework_name}/parts/{part}", name="portal.job_part")
 def job_part(
     framework_name: str,
-    part: Literal["status", "history"],
+    part: Literal["status", "history", "usage"],
     request: Request,
     context: Context,
     visitor: CurrentVisitor,
     attempt: Attempt = None,
 ) -> HTMLResponse:
-    """A part of the job page that changes while the job runs: its state and tasks, or its
-    retry history."""
+    """A part of the job page that changes while the job runs: its state and tasks, its
+    retry history, or its resource use."""
     state = load_job(request, context, visitor, framework_name, attempt)
-    return render_fragment(request, f"job_{part}.html", job=state, gpus=has_gpus(context))
+    return render_fragment(
+        request,
+        f"job_{part}.html",
+        job=state,
+        gpus=has_gpus(context),
+        usage=job_usage(context.service(UsageHistory), framework_name),
+    )
 
 
 @router.post("/jobs/{framework_name}/stop", name="portal.stop_job")

@@ -8,8 +8,8 @@ from alembic import op
 
 from pai.store.types import JsonValue, UtcDateTime
 
-revision = "0004_sharing"
-down_revision = "0003_job_indexes"
+revision = "0005_sharing"
+down_revision = "0004_monitoring"
 branch_labels = None
 depends_on = None
 
