@@ -172,6 +172,32 @@ def dump_database(url: str) -> str:
 JOB_SECRET = "job-Secret-Value-5f1c9e"
 
 
+def admin_login(api: Recorder) -> str:
+    """A user token of the administrator (the response that issues it is kept without it)."""
+    body = {"username": "admin", "password": api.server.admin.password}
+    token: str = api.call("POST", "/authn/basic/login", json=body, issues_token=True).json()[
+        "token"
+    ]
+    return token
+
+
+def everything_kept(api: Recorder, caplog: pytest.LogCaptureFixture) -> dict[str, str]:
+    """What a platform kept, by place: the API responses, the log records, the database and
+    every file under its home (task files and logs included)."""
+    home = api.server.settings.home
+    return {
+        "API responses": "\n".join(api.transcripts),
+        "captured log records": caplog.text
+        + "\n".join(str(record.__dict__) for record in caplog.records),
+        "database": dump_database(api.server.settings.database_url),
+        **{
+            f"file {path}": path.read_bytes().decode(errors="replace")
+            for path in sorted(home.rglob("*"))
+            if path.is_file()
+        },
+    }
+
+
 def test_job_secrets_stay_sealed_everywhere_but_in_the_task(
     start_pai_platform: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -182,12 +208,7 @@ def test_job_secrets_stay_sealed_everywhere_but_in_the_task(
     caplog.set_level(logging.DEBUG)
     server = start_pai_platform()
     api = Recorder(server)
-    admin = api.call(
-        "POST",
-        "/authn/basic/login",
-        json={"username": "admin", "password": server.admin.password},
-        issues_token=True,
-    ).json()["token"]
+    admin = admin_login(api)
     headers = auth(admin)
     job = job_yaml(
         unique("sealed"),
@@ -218,17 +239,7 @@ def test_job_secrets_stay_sealed_everywhere_but_in_the_task(
     assert hashlib.sha256(JOB_SECRET.encode()).hexdigest() in logs["stdout"]
     assert "******" in api.call("GET", f"/jobs/{name}/config", headers=headers).text
 
-    places = {
-        "API responses": "\n".join(api.transcripts),
-        "captured log records": caplog.text
-        + "\n".join(str(record.__dict__) for record in caplog.records),
-        "database": dump_database(server.settings.database_url),
-        **{
-            f"file {path}": path.read_bytes().decode(errors="replace")
-            for path in sorted(server.settings.home.rglob("*"))
-            if path.is_file()
-        },
-    }
+    places = everything_kept(api, caplog)
     assert [place for place, text in places.items() if JOB_SECRET in text] == []
     # The searches looked at the right material: the store holds the job, its secret masked.
     assert name.split("~")[1] in places["database"] and "******" in places["database"]
@@ -249,12 +260,7 @@ def test_storage_credentials_stay_sealed_everywhere_but_in_the_task(
     caplog.set_level(logging.DEBUG)
     server = start_pai_platform()
     api = Recorder(server)
-    admin = api.call(
-        "POST",
-        "/authn/basic/login",
-        json={"username": "admin", "password": server.admin.password},
-        issues_token=True,
-    ).json()["token"]
+    admin = admin_login(api)
     headers = auth(admin)
     secret = S3_KEYS["secretAccessKey"]
     with s3_server(tmp_path / "moto.log") as s3:
@@ -287,16 +293,6 @@ def test_storage_credentials_stay_sealed_everywhere_but_in_the_task(
         stdout = api.call("GET", f"{task}/stdout", headers=headers).text
     assert hashlib.sha256(secret.encode()).hexdigest() in stdout
 
-    places = {
-        "API responses": "\n".join(api.transcripts),
-        "captured log records": caplog.text
-        + "\n".join(str(record.__dict__) for record in caplog.records),
-        "database": dump_database(server.settings.database_url),
-        **{
-            f"file {path}": path.read_bytes().decode(errors="replace")
-            for path in sorted(server.settings.home.rglob("*"))
-            if path.is_file()
-        },
-    }
+    places = everything_kept(api, caplog)
     assert [place for place, text in places.items() if secret in text] == []
     assert "sealed" in places["database"] and s3.bucket in places["database"]
