@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cli.pai_runner import make_pai
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp
@@ -82,6 +83,7 @@ def platform(sandbox: object) -> Iterator[PaiUp]:
         "PAI_ENGINE": "ray",
         "PAI_RAY_ADDRESS": sandbox.address,
         "PAI_RAY_NODE_DIR": str(sandbox.root / "nodes"),
+        "PAI_MONITOR_INTERVAL": "1",
     }
     pai = PaiUp(sandbox.root / "home", cluster_file, env)
     pai.start()
@@ -220,6 +222,31 @@ def test_two_roles_on_two_hosts_talk_over_tcp_with_only_pai_variables(client: Cl
     assert f"server {server_ip} heard {client_ip} from {client_ip}" in server_log
     assert "gpus 0,1 0,1" in server_log
     assert f"client got: hello from {server_ip}" in client.logs("talk", role="client")
+
+
+def test_each_host_measures_its_tasks_and_itself(client: Client, platform: PaiUp) -> None:
+    client.submit(gpu_job("measured", {"main": (2, 2, "python3 -c 'while True: pass'")}))
+    wait_until(lambda: client.job("measured").state == "RUNNING", "the job runs")
+
+    def measured() -> dict[str, set[str]]:
+        text = httpx.get(f"{platform.url}/metrics").text
+        found: dict[str, set[str]] = {"task": set(), "node": set()}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if (
+                    sample.name == "task_cpu_percent"
+                    and sample.labels["job_name"] == "admin~measured"
+                ):
+                    found["task"].add(sample.labels["node"])
+                elif sample.name == "pai_node_cpu_percent":
+                    found["node"].add(sample.labels["node"])
+        return found
+
+    wait_until(
+        lambda: measured() == {"task": set(WORKERS), "node": set(WORKERS)}, "usage from both hosts"
+    )
+    client.stop("measured")
+    assert client.wait("measured", timeout=WAIT, poll=0.3).state == "STOPPED"
 
 
 GPU_REPORT = 'echo "visible=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES"'
