@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cli.pai_runner import make_pai
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp
@@ -82,6 +83,7 @@ def platform(sandbox: object) -> Iterator[PaiUp]:
         "PAI_ENGINE": "ray",
         "PAI_RAY_ADDRESS": sandbox.address,
         "PAI_RAY_NODE_DIR": str(sandbox.root / "nodes"),
+        "PAI_MONITOR_INTERVAL": "1",
     }
     pai = PaiUp(sandbox.root / "home", cluster_file, env)
     pai.start()
@@ -243,6 +245,31 @@ def test_tasks_on_two_hosts_write_into_one_storage_mounted_where_the_job_asks(
     for index, host in hosts.items():
         client.download("team", f"from-{index}.txt", tmp_path / f"{index}.txt")
         assert (tmp_path / f"{index}.txt").read_text() == f"{host}\n"
+
+
+def test_each_host_measures_its_tasks_and_itself(client: Client, platform: PaiUp) -> None:
+    client.submit(gpu_job("measured", {"main": (2, 2, "python3 -c 'while True: pass'")}))
+    wait_until(lambda: client.job("measured").state == "RUNNING", "the job runs")
+
+    def measured() -> dict[str, set[str]]:
+        text = httpx.get(f"{platform.url}/metrics").text
+        found: dict[str, set[str]] = {"task": set(), "node": set()}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if (
+                    sample.name == "task_cpu_percent"
+                    and sample.labels["job_name"] == "admin~measured"
+                ):
+                    found["task"].add(sample.labels["node"])
+                elif sample.name == "pai_node_cpu_percent":
+                    found["node"].add(sample.labels["node"])
+        return found
+
+    wait_until(
+        lambda: measured() == {"task": set(WORKERS), "node": set(WORKERS)}, "usage from both hosts"
+    )
+    client.stop("measured")
+    assert client.wait("measured", timeout=WAIT, poll=0.3).state == "STOPPED"
 
 
 GPU_REPORT = 'echo "visible=$CUDA_VISIBLE_DEVICES nvidia=$NVIDIA_VISIBLE_DEVICES"'

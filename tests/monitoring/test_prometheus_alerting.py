@@ -172,3 +172,7 @@ def test_prometheus_sees_tasks_and_an_idle_job_is_acted_on(
     assert nodes[sleeper_node].engine_state == "cordoned"
     uncordoned = admin.run("admin", "node", "uncordon", sleeper_node)
     assert uncordoned.returncode == 0, uncordoned.stderr
+    listed = user.run("alerts", "--state", "all")
+    assert "PaiJobIdle" in listed.stdout and "stop-jobs" in listed.stdout, listed.stderr
+    usage = user.run("job", "burner", "--usage")
+    assert "main/0" in usage.stdout and "(limit 256)" in usage.stdout, usage.stderr
