@@ -38,12 +38,8 @@ def leaves_held(client: httpx.Client, job: str) -> dict[str, int]:
 
 def test_sku_num_gives_each_task_that_many_cells(admin: httpx.Client) -> None:
     name = submit(admin, (JOBS / "openpai-skunum.yaml").read_text())
-    job = wait_for(admin, name, {"RUNNING"})
+    wait_for(admin, name, {"RUNNING"})  # as soon as one task runs; the gang holds all its cells
     assert sum(leaves_held(admin, name).values()) == 4  # two tasks, two CPU slots each
-    assert [task["taskState"] for task in job["taskRoles"]["taskrole"]["taskStatuses"]] == [
-        "RUNNING",
-        "RUNNING",
-    ]
     stopped = admin.put(f"/jobs/{name}/executionType", json={"value": "STOP"})
     assert stopped.status_code == 202, stopped.text
     wait_for(admin, name, {"STOPPED"})

@@ -131,6 +131,9 @@ SEMANTIC_CHECKS = {
     "POST /api/v2/marketplace/items",
     "PUT /api/v2/marketplace/items/{item_id}",
     "POST /api/v2/marketplace/items/{item_id}/submissions",
+    "PUT /api/v2/cluster/nodes/{node}/cordon",
+    "DELETE /api/v2/cluster/nodes/{node}/cordon",
+    "GET /api/v2/cluster/usage",
 }
 """Operations that check more than the document can say, and answer 400 to a request of the
 right shape, as OpenPAI does: a wrong password (NoUserError, IncorrectPasswordError); a job
@@ -138,7 +141,8 @@ right shape, as OpenPAI does: a wrong password (NoUserError, IncorrectPasswordEr
 VC it fits in: InvalidProtocolError lists the problems); `START` of a job that has ended. So do
 the storage and marketplace operations: a storage's `data` must fit its type and point at a
 directory or bucket that exists; a path inside a storage may not hold `.` or `..`; an upload
-goes at the upload's offset; an item's `protocol` must be a valid job."""
+goes at the upload's offset; an item's `protocol` must be a valid job. A node to cordon, and a VC
+whose usage is asked for, must be the cluster's."""
 
 
 @pytest.mark.slow
