@@ -183,9 +183,13 @@ def serve(
         port = listener.getsockname()[1]
         server = build_server(app_factory(settings, **create_app_kwargs), port=port)
         cleanup.enter_context(_server_log(settings.log_level, log_stream))
-        thread = threading.Thread(target=_run, args=(server, listener), name=f"pai-server-{port}")
+        # A daemon thread: a server that fails to stop fails its test instead of keeping the
+        # interpreter (and the whole suite) from ever exiting.
+        thread = threading.Thread(
+            target=_run, args=(server, listener), name=f"pai-server-{port}", daemon=True
+        )
         thread.start()
-        cleanup.callback(thread.join, STARTUP_TIMEOUT_SECONDS)
+        cleanup.callback(_join_stopped, thread)
         cleanup.callback(setattr, server, "should_exit", True)
         _wait_started(server, thread, log_path)
         yield RunningServer(
@@ -322,6 +326,12 @@ def _server_log(level: str, stream: IO[str]) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous_level)
+
+
+def _join_stopped(thread: threading.Thread) -> None:
+    thread.join(STARTUP_TIMEOUT_SECONDS)
+    if thread.is_alive():
+        raise RuntimeError(f"the PAI server ({thread.name}) did not stop")
 
 
 def _run(server: uvicorn.Server, listener: socket.socket) -> None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import uvicorn
 from fastapi import FastAPI
 
+GRACEFUL_SHUTDOWN_SECONDS = 5
+"""How long a stopping server lets open requests finish: a followed log or an event stream
+never ends by itself, and without a bound it would keep `pai up` from stopping."""
+
 
 def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> uvicorn.Server:
     """A uvicorn server for `app` that leaves logging alone (the app logs each request itself,
@@ -17,5 +21,6 @@ def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> 
         log_config=None,
         access_log=False,
         server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     return uvicorn.Server(config)

@@ -298,3 +298,18 @@ class NodeEvent(Base):
     type: Mapped[str] = mapped_column(String(8))
     reason: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text)
+
+
+class ControllerLease(Base):
+    """Which controller acts: one row, held by one controller at a time until it expires.
+    `epoch` grows with each new holder, so a holder that lost the lease can tell."""
+
+    __tablename__ = "controller_lease"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    address: Mapped[str] = mapped_column(String(255))
+    """Where the holder serves the control plane's internal API (logs, cluster state)."""
+    epoch: Mapped[int] = mapped_column()
+    acquired_at: Mapped[datetime] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column()

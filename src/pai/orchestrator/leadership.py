@@ -1,0 +1,159 @@
+"""Exactly one controller acts at a time: a lease in the store.
+
+A controller takes the lease when there is none or the last holder's has expired, and renews it
+every few seconds. Another one waits, trying now and then, and takes over once the holder stops
+renewing (it died, or lost the database). A holder stops acting as soon as it cannot be sure
+it still holds the lease: when its own deadline (the expiry it last wrote, less a margin for
+clocks that differ) has passed without a renewal, or when a renewal finds another holder. Since
+a successor takes over only after that expiry, the two never act at once; the `epoch`, raised
+at each takeover, tells a late holder that it was replaced.
+
+Clocks: expiries are written with the holder's clock and read with the successor's, so the
+machines of a multi-machine deployment must keep their clocks in step (NTP) to within the
+margin.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from pai.store import Database
+from pai.store.models import ControllerLease
+
+log = logging.getLogger(__name__)
+
+LEASE_ID = 1
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    duration: float = 10.0  # seconds a lease lasts without renewal
+    renew_every: float = 2.0
+    margin: float = 2.0  # a holder stops this long before its lease expires
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds the lease now, and where its internal API is."""
+
+    holder: str
+    address: str
+    epoch: int
+    expires_at: datetime
+
+
+class Leadership:
+    """One controller's side of the lease (`holder` names it in the store and the logs)."""
+
+    def __init__(
+        self,
+        database: Database,
+        address: str,
+        *,
+        terms: LeaseTerms | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self._database = database
+        self.address = address
+        self.terms = terms or LeaseTerms()
+        self.holder = holder or f"controller-{uuid.uuid4().hex[:12]}"
+        self.epoch: int | None = None
+        self._deadline = 0.0  # monotonic: act no longer than this without a renewal
+        self._next_renewal = 0.0
+
+    @property
+    def held(self) -> bool:
+        return self.epoch is not None and time.monotonic() < self._deadline
+
+    def try_acquire(self) -> bool:
+        """Take the lease if nobody holds it (or the holder's has expired)."""
+        now = datetime.now(UTC)
+        started = time.monotonic()
+        try:
+            epoch = self._take(now)
+        except IntegrityError:  # another standby inserted the first lease at the same moment
+            return False
+        if epoch is None:
+            return False
+        self.epoch = epoch
+        self._granted(started)
+        log.info("%s holds the controller lease (epoch %d)", self.holder, epoch)
+        return True
+
+    def _take(self, now: datetime) -> int | None:
+        with self._database.session() as session:
+            lease = session.scalar(
+                select(ControllerLease).where(ControllerLease.id == LEASE_ID).with_for_update()
+            )
+            if lease is None:
+                lease = ControllerLease(id=LEASE_ID, epoch=0)
+                session.add(lease)
+            elif lease.holder != self.holder and lease.expires_at > now:
+                return None
+            if lease.holder != self.holder or self.epoch is None:
+                lease.epoch += 1
+                lease.acquired_at = now
+            lease.holder = self.holder
+            lease.address = self.address
+            lease.expires_at = now + timedelta(seconds=self.terms.duration)
+            return lease.epoch
+
+    def renew_if_due(self) -> bool:
+        """Renew when due; False once the lease is lost (stop acting then, and start over
+        as a standby)."""
+        if not self.held:
+            self.epoch = None
+            return False
+        if time.monotonic() < self._next_renewal:
+            return True
+        started = time.monotonic()
+        try:
+            with self._database.session() as session:
+                lease = session.scalar(
+                    select(ControllerLease)
+                    .where(ControllerLease.id == LEASE_ID)
+                    .with_for_update()
+                )
+                if lease is None or lease.holder != self.holder or lease.epoch != self.epoch:
+                    self.epoch = None
+                    return False
+                lease.expires_at = datetime.now(UTC) + timedelta(seconds=self.terms.duration)
+        except Exception:  # the database is away: keep acting only until the deadline
+            log.warning("%s could not renew the controller lease", self.holder, exc_info=True)
+            if not self.held:
+                self.epoch = None
+            return self.epoch is not None
+        self._granted(started)
+        return True
+
+    def release(self) -> None:
+        """Let a waiting controller take over at once (a clean stop)."""
+        if self.epoch is None:
+            return
+        with self._database.session() as session:
+            lease = session.get(ControllerLease, LEASE_ID)
+            if lease is not None and lease.holder == self.holder and lease.epoch == self.epoch:
+                lease.expires_at = datetime.now(UTC)
+        self.epoch = None
+
+    def _granted(self, started: float) -> None:
+        """Counted from before the transaction, so the local deadline is never later than the
+        expiry written."""
+        self._deadline = started + self.terms.duration - self.terms.margin
+        self._next_renewal = started + self.terms.renew_every
+
+
+def current_holder(database: Database) -> Holder | None:
+    """The controller that holds the lease now, if any does."""
+    with database.reading() as session:
+        lease = session.get(ControllerLease, LEASE_ID)
+        if lease is None or lease.expires_at <= datetime.now(UTC):
+            return None
+        return Holder(lease.holder, lease.address, lease.epoch, lease.expires_at)

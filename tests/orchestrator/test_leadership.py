@@ -1,0 +1,61 @@
+"""The controller lease: one holder at a time, a standby takes over once the holder stops."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
+from pai.store import Database
+
+SHORT = LeaseTerms(duration=1.0, renew_every=0.2, margin=0.3)
+
+
+@pytest.fixture
+def database(pai_database_url: str) -> Iterator[Database]:
+    database = Database(pai_database_url)
+    with database.exclusive() as connection:
+        database.upgrade(connection)
+    yield database
+    database.dispose()
+
+
+def test_one_holder_at_a_time_and_a_clean_release_hands_over_at_once(database: Database) -> None:
+    first = Leadership(database, "http://10.0.0.1:9187", terms=SHORT, holder="first")
+    second = Leadership(database, "http://10.0.0.2:9187", terms=SHORT, holder="second")
+
+    assert first.try_acquire() and first.held
+    assert not second.try_acquire()
+    assert current_holder(database).address == "http://10.0.0.1:9187"  # type: ignore[union-attr]
+
+    first.release()
+    assert second.try_acquire()
+    holder = current_holder(database)
+    assert holder is not None and (holder.holder, holder.epoch) == ("second", 2)
+
+
+def test_a_holder_that_stops_renewing_is_replaced_and_learns_it(database: Database) -> None:
+    first = Leadership(database, "a", terms=SHORT, holder="first")
+    second = Leadership(database, "b", terms=SHORT, holder="second")
+    assert first.try_acquire()
+
+    time.sleep(SHORT.duration + 0.1)  # the first one hangs: no renewal
+    assert not first.held  # it stopped acting before its lease expired
+    assert second.try_acquire()
+
+    assert not first.renew_if_due()
+    assert first.epoch is None and second.held
+
+
+def test_a_renewing_holder_keeps_the_lease(database: Database) -> None:
+    first = Leadership(database, "a", terms=SHORT, holder="first")
+    second = Leadership(database, "b", terms=SHORT, holder="second")
+    assert first.try_acquire()
+
+    deadline = time.monotonic() + 2 * SHORT.duration
+    while time.monotonic() < deadline:
+        assert first.renew_if_due()
+        assert not second.try_acquire()
+        time.sleep(0.05)
