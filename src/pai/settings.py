@@ -29,6 +29,7 @@ tests (and several servers in one process) can run side by side with different c
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 ENGINES = ("local", "ray")
 DEFAULT_RAY_NODE_DIR = Path("/tmp/pai-node")
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -53,7 +56,11 @@ class Settings:
     secret_key: str | None = field(default=None, repr=False)
     token_max_expiration: int = 604800
     login_rate_limit: int = 20
-    submission_rate_limit: int = 60
+    """Failed logins per account and client address per minute."""
+    submission_rate_limit: int = 20_000
+    """Job submissions per user per hour: a sweep of a thousand jobs is ordinary."""
+    trusted_proxies: tuple[Network, ...] = ()
+    """Reverse proxies whose `X-Forwarded-For` names the client (`PAI_TRUSTED_PROXIES`)."""
     log_level: str = "INFO"
     engine: str = "local"
     ray_address: str | None = None
@@ -130,6 +137,7 @@ class Settings:
             token_max_expiration=_int(env, "PAI_TOKEN_MAX_EXPIRATION", cls.token_max_expiration),
             login_rate_limit=_int(env, "PAI_LOGIN_RATE_LIMIT", cls.login_rate_limit),
             submission_rate_limit=_int(env, "PAI_SUBMISSION_RATE_LIMIT", cls.submission_rate_limit),
+            trusted_proxies=_networks(env, "PAI_TRUSTED_PROXIES"),
             log_level=(env.get("PAI_LOG_LEVEL") or cls.log_level).upper(),
             engine=(env.get("PAI_ENGINE") or cls.engine).lower(),
             ray_address=env.get("PAI_RAY_ADDRESS") or None,
@@ -158,6 +166,22 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigurationError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
+    """`10.0.0.5, 10.1.0.0/16, ::1` as networks."""
+    networks = []
+    for entry in (part.strip() for part in env.get(name, "").split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ConfigurationError(
+                f"{name}: {entry!r} is not an IP address or network (give a comma-separated "
+                "list such as 10.0.0.5, 10.1.0.0/16)"
+            ) from None
+    return tuple(networks)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

@@ -16,7 +16,7 @@ def test_defaults_put_everything_under_pai_home(tmp_path: Path) -> None:
     assert settings.database_url == f"sqlite:///{tmp_path / 'pai.db'}"
     assert (settings.admin_password, settings.secret_key) == (None, None)
     assert (settings.token_max_expiration, settings.login_rate_limit) == (604800, 20)
-    assert (settings.submission_rate_limit, settings.log_level) == (60, "INFO")
+    assert (settings.submission_rate_limit, settings.log_level) == (20_000, "INFO")
     assert (settings.engine, settings.ray_node_dir) == ("local", Path("/tmp/pai-node"))
     assert settings.alert_actions_path == tmp_path / "alert-actions.yaml"
 
@@ -73,6 +73,11 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
         ("PAI_ENGINE", "slurm", "PAI_ENGINE: must be one of local, ray, got 'slurm'"),
         ("PAI_ENGINE", "ray", "PAI_RAY_ADDRESS: the Ray engine needs the address"),
         ("PAI_RAY_NODE_DIR", "pai-node", "PAI_RAY_NODE_DIR: must be an absolute path"),
+        (
+            "PAI_TRUSTED_PROXIES",
+            "10.0.0.5, proxy.example",
+            "PAI_TRUSTED_PROXIES: 'proxy.example' is not an IP address or network",
+        ),
         ("PAI_MONITOR_INTERVAL", "often", "PAI_MONITOR_INTERVAL: expected a number, got 'often'"),
         ("PAI_MONITOR_INTERVAL", "0", "PAI_MONITOR_INTERVAL: must be between 0.1 and 3600"),
         ("PAI_MONITOR_RETENTION_DAYS", "0", "PAI_MONITOR_RETENTION_DAYS: must be a positive"),

@@ -118,7 +118,7 @@ def test_login_attempts_are_limited(tmp_path: Path) -> None:
     with serve(settings, root_routers=[portal_router]) as server:
         answers = [log_in(server, "admin", "wrong-password") for _ in range(3)]
     assert [answer.status_code for answer in answers] == [400, 400, 429]
-    assert "too many login attempts" in answers[2].text
+    assert "too many failed logins for admin" in answers[2].text
     assert "Retry-After" in answers[2].headers
 
 

@@ -2,13 +2,11 @@
 
 from pai.server.app import API_PREFIX, Lifespan, announce_admin_password, create_app
 from pai.server.context import ServerContext
-from pai.server.ratelimit import RateLimiter
 from pai.server.serve import build_server
 
 __all__ = [
     "API_PREFIX",
     "Lifespan",
-    "RateLimiter",
     "ServerContext",
     "announce_admin_password",
     "build_server",

@@ -8,7 +8,7 @@ from typing import TypeVar, cast
 
 from pai.auth.secret import load_secret_key
 from pai.auth.tokens import TokenService
-from pai.server.ratelimit import RateLimiter
+from pai.server.ratelimit import StoredRateLimiter
 from pai.settings import Settings
 from pai.store import Database
 
@@ -26,9 +26,9 @@ class ServerContext:
     settings: Settings
     database: Database
     tokens: TokenService
-    login_limiter: RateLimiter
-    """Login attempts per client address (`PAI_LOGIN_RATE_LIMIT` per minute)."""
-    submission_limiter: RateLimiter
+    login_failures: StoredRateLimiter
+    """Failed logins per account and client address (`PAI_LOGIN_RATE_LIMIT` per minute)."""
+    submission_limiter: StoredRateLimiter
     """Job submissions per user (`PAI_SUBMISSION_RATE_LIMIT` per hour), for the jobs router."""
     launcher_type: str
     services: Mapping[type, object] = field(default_factory=dict)
@@ -46,9 +46,11 @@ class ServerContext:
             settings=settings,
             database=database,
             tokens=TokenService(load_secret_key(settings)),
-            login_limiter=RateLimiter(settings.login_rate_limit, 60, what="login attempts"),
-            submission_limiter=RateLimiter(
-                settings.submission_rate_limit, 3600, what="job submissions"
+            login_failures=StoredRateLimiter(
+                "login", settings.login_rate_limit, 60, what="failed logins"
+            ),
+            submission_limiter=StoredRateLimiter(
+                "submission", settings.submission_rate_limit, 3600, what="job submissions"
             ),
             launcher_type=launcher_type,
             services=dict(services),

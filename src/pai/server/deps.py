@@ -22,6 +22,7 @@ from pai.auth.bearer import authenticate_token
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, InvalidParametersError, UnauthorizedUserError
 from pai.server.context import ServerContext
+from pai.server.proxies import forwarded_client
 
 _bearer = HTTPBearer(auto_error=False, description="A token from POST /api/v2/authn/basic/login.")
 _basic = HTTPBasic(
@@ -50,8 +51,14 @@ async def single_valued_query(request: Request) -> None:
 
 
 async def client_address(request: Request) -> str:
-    """The caller's address, the key of per-client rate limits."""
-    return request.client.host if request.client else "unknown"
+    """The caller's address, a key of rate limits.
+
+    Behind reverse proxies the connection comes from the last proxy: `X-Forwarded-For` then
+    names the client, but only proxies the administrator trusts (`PAI_TRUSTED_PROXIES`) may
+    say so, or any caller could pick the address it is counted under."""
+    peer = request.client.host if request.client else "unknown"
+    trusted = request.app.state.context.settings.trusted_proxies
+    return forwarded_client(peer, request.headers.getlist("x-forwarded-for"), trusted)
 
 
 def authenticate(

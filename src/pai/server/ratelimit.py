@@ -1,72 +1,151 @@
-"""A small in-process rate limiter over a sliding window.
+"""Rate limits counted in the database, so that every API worker counts against the same limit.
 
-"At most `limit` events in any `period`-long window" is exactly what the setting says (a fixed
-window would allow twice the limit across a window boundary), and the oldest event in the
-window tells when the next one is allowed, which becomes the `Retry-After` header. Memory is
-`limit` timestamps per active key. State lives in this process: limits are per API process.
+Each key's events are counted per fixed window of the limit's period; the rate over the last
+period is estimated as this window's count plus the previous window's count weighted by how
+much of it still overlaps the last period. That estimate slides like an exact sliding window
+(no doubled burst across a window boundary) while it costs one row per key and window, and
+one upsert per event, whatever the limit. `Retry-After` says when the estimate lets the next
+event in.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
 
 from pai.errors import TooManyRequestsError
+from pai.store.models import RateWindow
 
-PRUNE_THRESHOLD = 10_000
-"""Above this many keys, keys without an event in the current window are forgotten."""
+KEY_LENGTH = 320
+"""As long as `rate_windows.key`: longer keys (user names are not checked at login) are cut."""
 
 
-class RateLimiter:
-    """At most `limit` events per `period` seconds for each key; thread-safe."""
+@dataclass(frozen=True)
+class _Window:
+    index: int
+    elapsed: float
+    """Seconds since the window started."""
+
+
+class StoredRateLimiter:
+    """At most `limit` events of `scope` per `period` seconds for each key."""
 
     def __init__(
         self,
+        scope: str,
         limit: int,
         period: float,
         *,
         what: str,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if limit < 1 or period <= 0:
             raise ValueError(f"a rate limit needs limit >= 1 and period > 0, got {limit}/{period}")
+        self.scope = scope
         self.limit = limit
         self.period = period
         self._what = what
         self._clock = clock
-        self._events: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
 
-    def acquire(self, key: str) -> None:
+    def acquire(self, session: Session, key: str) -> None:
         """Count one event for `key`, or raise `TooManyRequestsError` saying when to retry.
 
-        A refused event is not counted, so retrying too early does not push the wait further.
-        """
-        with self._lock:
-            now = self._clock()
-            events = self._events.setdefault(key, deque())
-            while events and events[0] <= now - self.period:
-                events.popleft()
-            if len(events) >= self.limit:
-                wait = events[0] + self.period - now
-                raise TooManyRequestsError(
-                    f"too many {self._what} for {key} (at most {self.limit} per "
-                    f"{_describe(self.period)}); try again in {max(1, math.ceil(wait))} s",
-                    retry_after=wait,
-                )
-            events.append(now)
-            if len(self._events) > PRUNE_THRESHOLD:
-                self._prune(now)
+        The count is raised first and taken back when over the limit, so that concurrent
+        workers never let more than the limit through; a refused event is not counted, so
+        retrying too early does not push the wait further."""
+        window = self._window()
+        current = self._increment(session, key, window)
+        previous = self._count(session, key, window.index - 1)
+        if self._estimate(current, previous, window) > self.limit:
+            session.execute(
+                update(RateWindow)
+                .where(*self._row(key, window.index))
+                .values(count=RateWindow.count - 1)
+            )
+            raise self._refusal(key, current, previous, window)
 
-    def _prune(self, now: float) -> None:
-        self._events = {
-            key: events
-            for key, events in self._events.items()
-            if events and events[-1] > now - self.period
-        }
+    def ensure_allowed(self, session: Session, key: str) -> None:
+        """Refuse now if one more event of `key` would exceed the limit (nothing is counted:
+        the caller counts with `record` only what should count, such as a failed login)."""
+        window = self._window()
+        current = self._count(session, key, window.index) + 1
+        previous = self._count(session, key, window.index - 1)
+        if self._estimate(current, previous, window) > self.limit:
+            raise self._refusal(key, current, previous, window)
+
+    def record(self, session: Session, key: str) -> None:
+        """Count one event of `key`."""
+        self._increment(session, key, self._window())
+
+    # -- counting ---------------------------------------------------------------------------------
+
+    def _window(self) -> _Window:
+        now = self._clock()
+        index = math.floor(now / self.period)
+        return _Window(index, now - index * self.period)
+
+    def _row(self, key: str, index: int) -> tuple[ColumnElement[bool], ...]:
+        return (
+            RateWindow.scope == self.scope,
+            RateWindow.key == key[:KEY_LENGTH],
+            RateWindow.window == index,
+        )
+
+    def _count(self, session: Session, key: str, index: int) -> int:
+        found = session.scalar(select(RateWindow.count).where(*self._row(key, index)))
+        return found or 0
+
+    def _increment(self, session: Session, key: str, window: _Window) -> int:
+        """Add one to the key's count in `window` and return the new count; the first event
+        of a window clears the key's windows that no estimate reads any more."""
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        values = {"scope": self.scope, "key": key[:KEY_LENGTH], "window": window.index}
+        statement = (
+            dialect.insert(RateWindow)
+            .values(**values, count=1)
+            .on_conflict_do_update(
+                index_elements=["scope", "key", "window"],
+                set_={"count": RateWindow.count + 1},
+            )
+            .returning(RateWindow.count)
+        )
+        count = int(session.execute(statement).scalar_one())
+        if count == 1:
+            session.execute(
+                delete(RateWindow).where(
+                    RateWindow.scope == self.scope,
+                    RateWindow.key == key[:KEY_LENGTH],
+                    RateWindow.window < window.index - 1,
+                )
+            )
+        return count
+
+    def _estimate(self, current: int, previous: int, window: _Window) -> float:
+        return current + previous * (1 - window.elapsed / self.period)
+
+    def _refusal(
+        self, key: str, current: int, previous: int, window: _Window
+    ) -> TooManyRequestsError:
+        wait = self._wait(current, previous, window)
+        return TooManyRequestsError(
+            f"too many {self._what} for {key} (at most {self.limit} per "
+            f"{_describe(self.period)}); try again in {max(1, math.ceil(wait))} s",
+            retry_after=wait,
+        )
+
+    def _wait(self, current: int, previous: int, window: _Window) -> float:
+        """Seconds until an event counted as the `current`-th of this window fits."""
+        if current <= self.limit and previous > 0:
+            # The previous window's weight fades until the estimate is within the limit.
+            return self.period * (1 - (self.limit - current) / previous) - window.elapsed
+        # This window alone is full: in the next one, its events fade in turn.
+        return self.period - window.elapsed + self.period * (1 - (self.limit - 1) / (current - 1))
 
 
 def _describe(period: float) -> str:

@@ -313,3 +313,16 @@ class ControllerLease(Base):
     epoch: Mapped[int] = mapped_column()
     acquired_at: Mapped[datetime] = mapped_column()
     expires_at: Mapped[datetime] = mapped_column()
+
+
+class RateWindow(Base):
+    """How many events of a rate limit (`scope`) one key had in one window of the limit's
+    period; the database holds them so that every API worker counts against the same limit."""
+
+    __tablename__ = "rate_windows"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(320), primary_key=True)
+    window: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    """The window's start, in periods since the epoch."""
+    count: Mapped[int] = mapped_column()

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 
 from pai.auth.directory import Directory
 from pai.auth.permissions import Grants
-from pai.errors import InvalidParametersError
+from pai.errors import IncorrectPasswordError, InvalidParametersError, NoUserError
 from pai.server.deps import Context, UserTokenCaller, client_address
 from pai.server.errors import error_responses
 from pai.server.login import LOGIN_BODY, login_request
@@ -52,8 +52,22 @@ def logout(context: Context, caller: UserTokenCaller) -> Message:
 
 
 def log_in(context: Context, client: str, body: LoginRequest) -> LoginResponse:
-    """Check the password (rate-limited per client address) and issue a user token."""
-    context.login_limiter.acquire(client)
+    """Check the password and issue a user token.
+
+    Failed logins are limited per account and client address: guesses at one account lock
+    out only that account from that address, never the other users behind the same proxy."""
+    attempt = f"{body.username} from {client}"
+    with context.database.reading() as session:
+        context.login_failures.ensure_allowed(session, attempt)
+    try:
+        return _issue_token(context, body)
+    except (NoUserError, IncorrectPasswordError):
+        with context.database.session() as session:
+            context.login_failures.record(session, attempt)
+        raise
+
+
+def _issue_token(context: Context, body: LoginRequest) -> LoginResponse:
     cap = context.settings.token_max_expiration
     lifetime = body.expiration if body.expiration is not None else min(DEFAULT_TOKEN_LIFETIME, cap)
     if lifetime > cap:

@@ -131,9 +131,9 @@ def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
     """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
     listed in `problems` with its line; a job that can never fit in its VC, or that names a
     storage its owner may not use (`extras.storages`), is refused now."""
-    context.submission_limiter.acquire(caller.username)
     controller = context.service(Controller)
     with context.database.session() as session:
+        context.submission_limiter.acquire(session, caller.username)
         row = submit_job(
             session,
             controller.cluster,

@@ -1,4 +1,5 @@
-"""The controller lease: exactly one controller acts, others wait to take over."""
+"""A control plane of many processes: the controller lease (exactly one controller acts, others
+wait to take over) and the rate-limit windows every API worker counts in."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_controller_lease"),
     )
 
+    op.create_table(
+        "rate_windows",
+        sa.Column("scope", sa.String(32), nullable=False),
+        sa.Column("key", sa.String(320), nullable=False),
+        sa.Column("window", sa.BigInteger(), nullable=False),
+        sa.Column("count", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("scope", "key", "window", name="pk_rate_windows"),
+    )
+
 
 def downgrade() -> None:
+    op.drop_table("rate_windows")
     op.drop_table("controller_lease")
