@@ -1,9 +1,11 @@
-"""The composition root: one process serving the API and the portal and running the controller
-with the engine that runs tasks (processes on this machine, or a Ray cluster), as `pai up`
-starts it (and the tests start it on a free port)."""
+"""The composition root: the platform in one process (the API and the portal, the controller
+and the engine that runs tasks: processes on this machine, or a Ray cluster), as `pai up` and
+`pai serve controller` start it (and the tests start it on a free port); and an API worker
+without a controller, as `pai serve api` starts it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,11 +27,18 @@ from pai.monitoring.history import Retention, UsageHistory
 from pai.monitoring.metrics import PlatformMetrics
 from pai.monitoring.monitor import Monitor
 from pai.orchestrator.controller import Controller, ControllerSettings
+from pai.orchestrator.controlplane import ControlPlane
+from pai.orchestrator.leadership import Leadership, LeaseTerms
+from pai.orchestrator.published import StoredControlPlane
+from pai.orchestrator.term import ControllerTerm
+from pai.orchestrator.wakeups import WakeupListener
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
 from pai.scheduler.scheduler import Scheduler
-from pai.server import create_app
+from pai.server import Lifespan, create_app
 from pai.server.context import ServerContext
+from pai.server.forwarding import ControllerForwarding
+from pai.server.logconfig import configure_logging
 from pai.server.middleware import RequestTimingMiddleware
 from pai.settings import Settings
 from pai.store import Database
@@ -151,45 +160,132 @@ class Monitoring:
         self.monitor.stop()
 
 
-def create_platform_app(
-    settings: Settings, cluster: ClusterConfig, *, routers: Sequence[APIRouter] = ()
-) -> FastAPI:
-    """The whole platform as one ASGI app; the controller runs while the app runs."""
-    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, storages
-    from pai.web.routes import router as portal
+@dataclass(frozen=True)
+class ControllerRole:
+    """How the controller of this process meets the others: the address API workers reach
+    it at (logs, wake-ups), whether it listens for their wake-ups there, and what to do when
+    it loses the lease (the process should exit; its supervisor starts it as a standby)."""
 
+    address: str = ""
+    wakeup_port: int | None = None
+    on_lease_lost: Callable[[], None] = lambda: None
+    leadership: Leadership | None = None
+    """The lease this process waited for before it started (else one is made)."""
+
+
+def create_platform_app(
+    settings: Settings,
+    cluster: ClusterConfig,
+    *,
+    routers: Sequence[APIRouter] = (),
+    role: ControllerRole | None = None,
+) -> FastAPI:
+    """The whole platform as one ASGI app: the API and portal, and the controller, which acts
+    while the app runs and this process holds the controller lease."""
+    role = role or ControllerRole()
     database = Database(settings.database_url)
     controller, engine = build_controller(settings, cluster, database)
     watch = Monitoring.build(settings, database, controller)
+    leadership = role.leadership or Leadership(
+        database, role.address, terms=LeaseTerms.lasting(settings.controller_lease_seconds)
+    )
+    term = ControllerTerm(
+        leadership,
+        controller,
+        companions=[(watch.start, watch.stop)],
+        on_lost=role.on_lease_lost,
+    )
 
     @asynccontextmanager
     async def run_controller(_context: ServerContext) -> AsyncIterator[None]:
-        await run_in_threadpool(controller.start)
-        await run_in_threadpool(watch.start)
+        listener = None
+        if role.wakeup_port is not None:
+            listener = WakeupListener("0.0.0.0", role.wakeup_port, controller.wake)
+            listener.start()
+        await run_in_threadpool(term.begin)
         try:
             yield
         finally:
-            await run_in_threadpool(watch.stop)
-            await run_in_threadpool(controller.stop)
+            if listener is not None:
+                listener.stop()
+            await run_in_threadpool(term.end)
             await run_in_threadpool(engine.close)
             database.dispose()
 
+    api_routers, root_routers = _routers()
     app = create_app(
         settings,
         database=database,
-        routers=[
+        routers=[*api_routers, *routers],
+        root_routers=root_routers,
+        services={ControlPlane: controller, Executor: controller.executor, **watch.services()},
+        lifespans=[seed_marketplace, run_controller],
+        launcher_type=settings.engine,
+    )
+    app.add_middleware(RequestTimingMiddleware, observe=watch.metrics.request_answered)
+    return app
+
+
+def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) -> FastAPI:
+    """An API and portal worker without a controller: it serves from the store, shows the
+    state the controller publishes there, and passes what only the controller's process can
+    answer (task logs, Alertmanager's webhook) on to it. Run any number of them beside one
+    `pai serve controller` against the same database (and `PAI_SECRET_KEY`)."""
+    from pai.server.routes import monitoring
+
+    database = Database(settings.database_url)
+    plane = StoredControlPlane(
+        database,
+        SecretBox(load_secret_key(settings)),
+        ExitSpecSource(settings.home / EXIT_SPEC_FILE),
+    )
+    history = UsageHistory(
+        database, Retention(keep=timedelta(days=settings.monitor_retention_days))
+    )
+    api_routers, root_routers = _routers()
+    app = create_app(
+        settings,
+        database=database,
+        routers=api_routers,
+        root_routers=[router for router in root_routers if router is not monitoring.metrics_router],
+        services={ControlPlane: plane, UsageHistory: history},
+        lifespans=lifespans,
+        launcher_type=settings.engine,
+    )
+    app.add_middleware(ControllerForwarding, controller=lambda: plane.address)
+    return app
+
+
+def api_app_from_environment() -> FastAPI:
+    """`create_api_app` with the settings of the environment: what each worker process of
+    `pai serve api --workers N` builds; each logs to `$PAI_HOME/api.log`."""
+    settings = Settings.from_env()
+
+    @asynccontextmanager
+    async def log_to_file(_context: ServerContext) -> AsyncIterator[None]:
+        with open(settings.home / "api.log", "a", encoding="utf-8") as log_file:
+            handler = configure_logging(settings.log_level, log_file)
+            try:
+                yield
+            finally:
+                logging.getLogger().removeHandler(handler)
+
+    return create_api_app(settings, lifespans=[log_to_file])
+
+
+def _routers() -> tuple[list[APIRouter], list[APIRouter]]:
+    """The API's routers (under `/api/v2`) and those at the root: metrics and the portal."""
+    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, storages
+    from pai.web.routes import router as portal
+
+    return (
+        [
             jobs.router,
             clusters.router,
             monitoring.router,
             storages.router,
             marketplace.router,
             audit.router,
-            *routers,
         ],
-        root_routers=[monitoring.metrics_router, portal],
-        services={Controller: controller, **watch.services()},
-        lifespans=[seed_marketplace, run_controller],
-        launcher_type=settings.engine,
+        [monitoring.metrics_router, portal],
     )
-    app.add_middleware(RequestTimingMiddleware, observe=watch.metrics.request_answered)
-    return app

@@ -11,8 +11,10 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_SECRET_KEY`: key that signs tokens (at least 32 characters; API replicas must share it);
   default: generated once into `$PAI_HOME/secret.key` (mode 600).
 - `PAI_TOKEN_MAX_EXPIRATION`: longest token lifetime a login may ask for, in seconds; 604800.
-- `PAI_LOGIN_RATE_LIMIT`: login attempts per client address per minute; 20.
-- `PAI_SUBMISSION_RATE_LIMIT`: job submissions per user per hour; 60.
+- `PAI_LOGIN_RATE_LIMIT`: failed logins per account and client address per minute; 20.
+- `PAI_SUBMISSION_RATE_LIMIT`: job submissions per user per hour; 20000.
+- `PAI_TRUSTED_PROXIES`: reverse proxies (addresses or networks, comma-separated) whose
+  `X-Forwarded-For` names the client; none.
 - `PAI_LOG_LEVEL`: DEBUG, INFO, WARNING or ERROR; INFO.
 - `PAI_ENGINE`: where tasks run: `local` (processes on this machine, the default) or `ray` (the
   machines of a Ray cluster, see docs/deploy.md).
@@ -25,6 +27,8 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_MONITOR_RETENTION_DAYS`: days usage history is kept; 7.
 - `PAI_ALERT_ACTIONS`: the administrator's alert actions; `$PAI_HOME/alert-actions.yaml`.
 - `PAI_PUBLIC_URL`: the portal's address as users reach it, for links in e-mails; none.
+- `PAI_CONTROLLER_LEASE_SECONDS`: how long a standby controller waits for a silent one before
+  it takes over; 10.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ class Settings:
     monitor_retention_days: int = 7
     alert_actions: Path | None = None
     public_url: str = ""
+    controller_lease_seconds: float = 10.0
+    """How long a controller that stopped renewing keeps the lease before a standby takes over."""
 
     @property
     def alert_actions_path(self) -> Path:
@@ -113,6 +119,11 @@ class Settings:
                 f"PAI_MONITOR_INTERVAL: must be between 0.1 and 3600 seconds, "
                 f"got {self.monitor_interval:g}"
             )
+        if not 1 <= self.controller_lease_seconds <= 600:
+            raise ConfigurationError(
+                "PAI_CONTROLLER_LEASE_SECONDS: must be between 1 and 600 seconds, "
+                f"got {self.controller_lease_seconds:g}"
+            )
         if self.monitor_retention_days < 1:
             raise ConfigurationError(
                 "PAI_MONITOR_RETENTION_DAYS: must be a positive integer, "
@@ -145,6 +156,9 @@ class Settings:
             ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
             max_upload_bytes=_int(env, "PAI_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
             monitor_interval=_float(env, "PAI_MONITOR_INTERVAL", cls.monitor_interval),
+            controller_lease_seconds=_float(
+                env, "PAI_CONTROLLER_LEASE_SECONDS", cls.controller_lease_seconds
+            ),
             monitor_retention_days=_int(
                 env, "PAI_MONITOR_RETENTION_DAYS", cls.monitor_retention_days
             ),

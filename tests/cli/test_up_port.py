@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.pai_runner import make_pai
-from pai.cli.up import _check_port_free
+from pai.cli.up import check_port_free
 from server.harness import LOCAL_CLUSTER_FILE
 
 
@@ -45,12 +45,12 @@ def live_listener() -> Iterator[int]:
 
 
 def test_a_port_held_only_by_time_wait_is_free(port_held_by_time_wait: int) -> None:
-    _check_port_free("127.0.0.1", port_held_by_time_wait)
+    check_port_free("127.0.0.1", port_held_by_time_wait)
 
 
 def test_a_live_listener_still_holds_the_port(live_listener: int) -> None:
     with pytest.raises(OSError, match="is PAI already running"):
-        _check_port_free("127.0.0.1", live_listener)
+        check_port_free("127.0.0.1", live_listener)
 
 
 def test_pai_up_on_a_port_in_use_says_so(live_listener: int, tmp_path: Path) -> None:

@@ -27,6 +27,47 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def spawn(
+    arguments: list[str], *, home: Path, output: Path, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """`pai ARGUMENTS` in a process of its own with `home` and `env`; what it prints goes to
+    `output`."""
+    pai = Path(sys.executable).with_name("pai")
+    environment = {
+        **os.environ,
+        "PAI_HOME": str(home),
+        "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        # As after `source .venv/bin/activate`: tasks find this environment's python3.
+        "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    environment.pop("PAI_DATABASE_URL", None)
+    environment.update(env)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "ab") as stream:
+        return subprocess.Popen(
+            [str(pai), *arguments], env=environment, stdout=stream, stderr=subprocess.STDOUT
+        )
+
+
+def launch(
+    arguments: list[str], *, home: Path, port: int, output: Path, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """`spawn`, returned once the process listens on `port`."""
+    process = spawn(arguments, home=home, output=output, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            printed = output.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"pai {arguments[0]} exited while starting:\n{printed}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise AssertionError(f"pai {arguments[0]} did not start listening within 60 s")
+
+
 class PaiUp:
     """`pai up` in its own process, started and killed as an operator would."""
 
@@ -41,36 +82,15 @@ class PaiUp:
         self.process: subprocess.Popen[bytes] | None = None
         self.output = home.parent / f"{home.name}.out"  # what `pai up` prints, for debugging
 
-    def start(self) -> None:
-        pai = Path(sys.executable).with_name("pai")
-        env = {
-            **os.environ,
-            "PAI_HOME": str(self.home),
-            "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
-            # As after `source .venv/bin/activate`: tasks find this environment's python3.
-            "PATH": f"{pai.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            **self.extra_env,
-        }
-        env.pop("PAI_DATABASE_URL", None)
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.output, "ab") as output:
-            self.process = subprocess.Popen(
-                [str(pai), "up", "--port", str(self.port), "--cluster", str(self.cluster_file)],
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                output = self.output.read_text(errors="replace")[-3000:]
-                raise AssertionError(f"pai up exited while starting:\n{output}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("pai up did not start listening within 60 s")
+    def start(self, *options: str) -> None:
+        """`pai up` with `options` besides the port and the cluster file."""
+        self.process = launch(
+            ["up", "--port", str(self.port), "--cluster", str(self.cluster_file), *options],
+            home=self.home,
+            port=self.port,
+            output=self.output,
+            env=self.extra_env,
+        )
 
     def stop(self) -> None:
         """Ctrl-C, as an operator stops it; running tasks go on."""

@@ -12,6 +12,7 @@ from pai.cli.jobs import events, job, jobs, stop, tag, untag
 from pai.cli.logs import logs
 from pai.cli.market import market_app
 from pai.cli.monitoring import admin_app, alerts, monitoring_app
+from pai.cli.serve import serve_app
 from pai.cli.sim import sim
 from pai.cli.storage import audit, storage_app
 from pai.cli.submit import submit
@@ -43,6 +44,7 @@ def _root() -> None:
 
 
 app.command(rich_help_panel=PLATFORM)(up)
+app.add_typer(serve_app, rich_help_panel=PLATFORM)
 
 app.command(rich_help_panel=JOB_FILES)(validate)
 app.add_typer(protocol_app, rich_help_panel=JOB_FILES)

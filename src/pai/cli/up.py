@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +26,7 @@ from pai.server.logconfig import configure_logging
 from pai.settings import Settings
 
 DEFAULT_PORT = 9186
+PR_SET_PDEATHSIG = 1
 CLUSTER_FILE = "cluster.yaml"
 """The cluster file `pai up` last ran with, kept in `$PAI_HOME` so a restart uses it again."""
 
@@ -51,6 +57,14 @@ def up(
         str | None,
         typer.Option(help="The Ray cluster's head, HOST:PORT. Default: $PAI_RAY_ADDRESS."),
     ] = None,
+    api_workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Processes that serve the API and the portal at --port, beside the "
+            "controller's own process; 0 serves everything from one process.",
+        ),
+    ] = 0,
 ) -> None:
     """Start PAI here: the REST API, the portal, the controller and the engine that runs tasks.
 
@@ -58,33 +72,77 @@ def up(
     same home picks them up again.
     """
     try:
-        settings = _settings(home, engine=engine, ray_address=ray_address)
-        _check_port_free(host, port)
-        ray_nodes = _join_ray(settings) if settings.engine == "ray" else None
-        chosen = _cluster(settings.home, cluster, ray_nodes)
+        settings = load_settings(home, engine=engine, ray_address=ray_address)
+        check_port_free(host, port)
+        ray_nodes = join_ray(settings, console) if settings.engine == "ray" else None
+        chosen = choose_cluster(settings.home, cluster, ray_nodes)
     except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(1) from None
 
-    from pai.platform import create_platform_app
+    from pai.cli.lease import hold_lease
+    from pai.platform import ControllerRole, create_platform_app
     from pai.server import build_server
 
+    # With API workers, they take --port and the controller serves on a loopback port of its
+    # own, where the workers reach it for task logs and wake it up after a submission.
+    controller_port = free_loopback_port() if api_workers else port
+    controller_host = "127.0.0.1" if api_workers else host
+    address = f"http://{controller_host}:{controller_port}"
     log_path = settings.home / "pai.log"
-    with open(log_path, "a", encoding="utf-8") as log_file:
+    with open(log_path, "a", encoding="utf-8") as log_file, ExitStack() as running:
         configure_logging(settings.log_level, log_file)
+        role = ControllerRole(
+            address=address,
+            wakeup_port=controller_port if api_workers else None,
+            leadership=hold_lease(settings, address, console),
+        )
         try:
-            app = create_platform_app(settings, chosen)
+            app = create_platform_app(settings, chosen, role=role)
         except ConfigurationError as problem:
             console.print(f"[red]error:[/red] {problem}")
             raise typer.Exit(1) from None
         _announce(host, port, settings, chosen, log_path)
         if ray_nodes is not None:
             console.print(ray_nodes_table(chosen, ray_nodes))
-        build_server(app, host=host, port=port).run()
+        if api_workers:
+            running.enter_context(api_worker_processes(settings, host, port, api_workers))
+        build_server(app, host=controller_host, port=controller_port).run()
     console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
 
 
-def _settings(home: Path | None, **options: str | None) -> Settings:
+def free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def api_worker_processes(settings: Settings, host: str, port: int, workers: int) -> Iterator[None]:
+    """`pai serve api` as a child process for as long as the block runs; the kernel stops it
+    if this process dies first, so that a crashed `pai up` leaves no worker holding --port."""
+    command = [sys.executable, "-c", "from pai.cli.main import app; app()", "serve", "api"]
+    options = ["--host", host, "--port", str(port), "--workers", str(workers)]
+    child = subprocess.Popen(
+        [*command, *options, "--home", str(settings.home)], preexec_fn=_die_with_parent
+    )
+    try:
+        yield
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def load_settings(home: Path | None, **options: str | None) -> Settings:
     environ = dict(os.environ)
     if home is not None:
         environ["PAI_HOME"] = str(home)
@@ -96,7 +154,7 @@ def _settings(home: Path | None, **options: str | None) -> Settings:
     return settings
 
 
-def _join_ray(settings: Settings) -> list[RayNode]:
+def join_ray(settings: Settings, console: Console) -> list[RayNode]:
     """Join the Ray cluster as this process's driver and read its nodes."""
     try:
         from pai.executors.ray.executor import RayEngineError, connect
@@ -112,7 +170,9 @@ def _join_ray(settings: Settings) -> list[RayNode]:
         raise ConfigurationError(str(error)) from None
 
 
-def _cluster(home: Path, given: Path | None, ray_nodes: list[RayNode] | None) -> ClusterConfig:
+def choose_cluster(
+    home: Path, given: Path | None, ray_nodes: list[RayNode] | None
+) -> ClusterConfig:
     """The cluster file given (kept for the next start), else the one kept, else what the
     engine has: this machine, or Ray's live nodes."""
     kept = home / CLUSTER_FILE
@@ -142,7 +202,7 @@ def ray_nodes_table(cluster: ClusterConfig, ray_nodes: list[RayNode]) -> Table:
     return table
 
 
-def _check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int) -> None:
     """Refuse to start when something listens on `host:port`.
 
     The probe binds as the server will (with SO_REUSEADDR, as any server does), so connections

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 from pai.cluster.model import ClusterConfig, SkuType, VirtualClusterSpec
 from pai.errors import NoVirtualClusterError
 from pai.executors.base import NodeCondition, NodeState
-from pai.orchestrator.controller import Controller, VcJobs
+from pai.orchestrator.controller import VcJobs
+from pai.orchestrator.controlplane import ControlPlane
 from pai.scheduler.types import ClusterSnapshot, NodeSnapshot
 
 
@@ -141,7 +142,7 @@ class ClusterView:
         self._has_gpus = any(sku.gpu > 0 for sku in cluster.sku_types.values())
 
     @classmethod
-    def of(cls, controller: Controller) -> ClusterView:
+    def of(cls, controller: ControlPlane) -> ClusterView:
         """The controller's view after its last pass."""
         return cls(
             controller.cluster,

@@ -8,6 +8,8 @@ from typing import TypeVar, cast
 
 from pai.auth.secret import load_secret_key
 from pai.auth.tokens import TokenService
+from pai.executors.base import Executor
+from pai.orchestrator.controlplane import ControlPlane
 from pai.server.ratelimit import StoredRateLimiter
 from pai.settings import Settings
 from pai.store import Database
@@ -20,7 +22,7 @@ class ServerContext:
     """The server's collaborators.
 
     `services` holds what later parts attach (the controller, the scheduler, an executor),
-    keyed by the type that routers ask for: `context.service(Controller)`.
+    keyed by the type that routers ask for: `context.control_plane`.
     """
 
     settings: Settings
@@ -56,9 +58,22 @@ class ServerContext:
             services=dict(services),
         )
 
+    @property
+    def control_plane(self) -> ControlPlane:
+        """The controller's side that the API and the portal use."""
+        return cast(ControlPlane, self._attached(ControlPlane))
+
+    @property
+    def executor(self) -> Executor:
+        """Where task logs are read (only a server in the controller's process has it)."""
+        return cast(Executor, self._attached(Executor))
+
     def service(self, kind: type[T]) -> T:
         """The attached service registered under `kind`."""
+        return cast(T, self._attached(kind))
+
+    def _attached(self, kind: type) -> object:
         try:
-            return cast(T, self.services[kind])
+            return self.services[kind]
         except KeyError:
             raise LookupError(f"no {kind.__name__} is attached to this server") from None

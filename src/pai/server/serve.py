@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import uvicorn
 from fastapi import FastAPI
 
@@ -10,17 +12,18 @@ GRACEFUL_SHUTDOWN_SECONDS = 5
 never ends by itself, and without a bound it would keep `pai up` from stopping."""
 
 
-def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> uvicorn.Server:
-    """A uvicorn server for `app` that leaves logging alone (the app logs each request itself,
+def server_options() -> dict[str, Any]:
+    """uvicorn's options for PAI: logging is left alone (the app logs each request itself,
     redacted, so uvicorn's access log, which would print token-bearing paths, stays off)."""
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-    )
-    return uvicorn.Server(config)
+    return {
+        "lifespan": "on",
+        "log_config": None,
+        "access_log": False,
+        "server_header": False,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
+    }
+
+
+def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> uvicorn.Server:
+    """A uvicorn server for `app` on `host:port`."""
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, **server_options()))

@@ -313,6 +313,9 @@ class ControllerLease(Base):
     epoch: Mapped[int] = mapped_column()
     acquired_at: Mapped[datetime] = mapped_column()
     expires_at: Mapped[datetime] = mapped_column()
+    state: Mapped[str] = mapped_column(Text, default="")
+    """The holder's cluster and its state after its last pass (JSON), which API workers in
+    other processes show."""
 
 
 class RateWindow(Base):

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pai.orchestrator.controller import Controller
 from pai.server.clusterviews import ClusterView, NodeInfo, VirtualClusterInfo
 from pai.server.context import ServerContext
 
 
 def has_gpus(context: ServerContext) -> bool:
     """Whether the cluster has GPUs (else capacity is counted in CPU slots)."""
-    cluster = context.service(Controller).cluster
+    cluster = context.control_plane.cluster
     return any(sku.gpu > 0 for sku in cluster.sku_types.values())
 
 
@@ -40,7 +39,7 @@ class Capacity:
 
     @classmethod
     def of(cls, context: ServerContext) -> Capacity:
-        return cls(ClusterView.of(context.service(Controller)), gpus=has_gpus(context))
+        return cls(ClusterView.of(context.control_plane), gpus=has_gpus(context))
 
     @property
     def unit(self) -> str:

@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from pai.orchestrator.controller import Controller
 from pai.server.clusterviews import (
     ClusterView,
     NodeInfo,
@@ -24,7 +23,7 @@ router.include_router(kubernetes.router)  # the same cluster, as Kubernetes list
 
 
 def _view(context: Context) -> ClusterView:
-    return ClusterView.of(context.service(Controller))
+    return ClusterView.of(context.control_plane)
 
 
 @router.get(

@@ -26,7 +26,6 @@ from pai.errors import (
     NoTaskLogError,
 )
 from pai.executors.base import Executor, LogStream, UnknownTaskError
-from pai.orchestrator.controller import Controller
 from pai.orchestrator.intents import (
     FINAL_STATES,
     add_tag,
@@ -131,7 +130,7 @@ def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
     """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
     listed in `problems` with its line; a job that can never fit in its VC, or that names a
     storage its owner may not use (`extras.storages`), is refused now."""
-    controller = context.service(Controller)
+    controller = context.control_plane
     with context.database.session() as session:
         context.submission_limiter.acquire(session, caller.username)
         row = submit_job(
@@ -312,7 +311,7 @@ def set_execution_type(
 ) -> Message:
     """`STOP` stops the job (it ends STOPPED, never retried). `START` changes nothing on a
     job that runs; a stopped or finished job is not started again (submit it anew)."""
-    controller = context.service(Controller)
+    controller = context.control_plane
     with context.database.session() as session:
         row = find_job(session, framework_name)
         _require_owner(caller, row, "stop or start")
@@ -429,7 +428,7 @@ def task_log(
     key = _task_log_key(
         context, caller, framework_name, job_attempt_id, role, index, task_attempt_id
     )
-    executor = context.service(Controller).executor
+    executor = context.executor
     if follow:
         chunks = _follow_log(executor, key, LOG_STREAMS[stream], tail)
         return StreamingResponse(_in_own_thread(chunks), media_type=PLAIN_TEXT)
@@ -499,7 +498,7 @@ async def _in_own_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 def _view(request: Request, context: Context, row: JobRow) -> JobView:
     job_url = str(request.url_for("get_job", framework_name=row.framework_name))
-    return JobView(row, context.service(Controller).exit_specs.current(), task_logs_url(job_url))
+    return JobView(row, context.control_plane.exit_specs.current(), task_logs_url(job_url))
 
 
 def _require_owner(caller: Caller, row: JobRow, action: str) -> None:

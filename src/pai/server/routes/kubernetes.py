@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from pai.orchestrator.controller import Controller
 from pai.orchestrator.intents import FINAL_STATES
 from pai.server.deps import Admin, Context
 from pai.server.errors import error_responses
@@ -21,7 +20,7 @@ router = APIRouter(prefix="/kubernetes", tags=["kubernetes"])
 @router.get("/nodes", response_model=NodeList, responses=error_responses(401, 403))
 def list_nodes(context: Context, _admin: Admin) -> NodeList:
     """Every node: addresses, capacity (cpu, memory, nvidia.com/gpu) and readiness."""
-    controller = context.service(Controller)
+    controller = context.control_plane
     return node_list(controller.cluster, controller.snapshot())
 
 

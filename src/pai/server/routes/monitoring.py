@@ -24,7 +24,7 @@ from pai.monitoring.access import monitoring_token
 from pai.monitoring.alerts import AlertDesk, AlertmanagerMessage, alert_view
 from pai.monitoring.history import CLUSTER, TASK, VC, Series, UsageHistory
 from pai.monitoring.metrics import PlatformMetrics
-from pai.orchestrator.controller import Controller
+from pai.orchestrator.controlplane import ControlPlane
 from pai.orchestrator.intents import cordon, find_job, uncordon
 from pai.server.deps import Admin, Caller, Context
 from pai.server.errors import error_responses
@@ -140,8 +140,8 @@ def uncordon_node(node: str, context: Context, admin: Admin) -> NodeMessage:
     return NodeMessage(message=f"node {node} takes tasks again")
 
 
-def _known_node(context: Context, node: str) -> Controller:
-    controller = context.service(Controller)
+def _known_node(context: Context, node: str) -> ControlPlane:
+    controller = context.control_plane
     if node not in {spec.name for spec in controller.cluster.nodes}:
         known = ", ".join(spec.name for spec in controller.cluster.nodes)
         raise InvalidParametersError(f"path.node: no node {node!r} in the cluster ({known})")
@@ -191,7 +191,7 @@ def cluster_usage(
 ) -> list[UsageSeries]:
     """The cluster's (or a VC's) cells in use over the last `hours`, in GPUs (CPU slots on a
     cluster without GPUs)."""
-    if vc is not None and vc not in context.service(Controller).cluster.virtual_clusters:
+    if vc is not None and vc not in context.control_plane.cluster.virtual_clusters:
         raise InvalidParametersError(f"query.vc: no virtual cluster {vc!r}")
     since = datetime.now(UTC) - timedelta(hours=hours)
     scope, name = (VC, vc) if vc is not None else (CLUSTER, CLUSTER)

@@ -21,7 +21,6 @@ from starlette.concurrency import run_in_threadpool
 
 from pai.auth.permissions import Principal
 from pai.errors import InvalidParametersError, ServiceUnavailableError
-from pai.orchestrator.controller import Controller
 from pai.server.deps import Admin, Caller, Context
 from pai.server.errors import describe_validation_errors, error_responses
 from pai.server.schemas import Message
@@ -293,7 +292,7 @@ def abort_upload(name: str, upload_id: str, context: Context, caller: Caller) ->
 
 
 def _credentials(context: Context) -> Credentials:
-    return Credentials(context.service(Controller).secret_box)
+    return Credentials(context.control_plane.secret_box)
 
 
 def transfers_of(context: Context) -> Transfers:

@@ -10,7 +10,6 @@ from fastapi import Form, Request, Response
 from fastapi.responses import HTMLResponse
 
 from pai.auth.directory import PROTECTED_GROUPS, Directory
-from pai.orchestrator.controller import Controller
 from pai.server.deps import Context
 from pai.server.routes import groups as groups_api
 from pai.server.routes import users as users_api
@@ -120,7 +119,7 @@ def groups(request: Request, context: Context, admin: Admin) -> HTMLResponse:
         nav="admin",
         groups=found,
         members=members,
-        vcs=sorted(context.service(Controller).cluster.virtual_clusters),
+        vcs=sorted(context.control_plane.cluster.virtual_clusters),
     )
 
 
@@ -137,7 +136,7 @@ def group(groupname: str, request: Request, context: Context, admin: Admin) -> H
         group=found,
         members=members,
         protected=groupname in PROTECTED_GROUPS,
-        vcs=sorted(context.service(Controller).cluster.virtual_clusters),
+        vcs=sorted(context.control_plane.cluster.virtual_clusters),
     )
 
 

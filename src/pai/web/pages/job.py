@@ -14,7 +14,6 @@ from fastapi import Form, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from pai.monitoring.history import UsageHistory
-from pai.orchestrator.controller import Controller
 from pai.orchestrator.intents import FINAL_STATES, find_job
 from pai.server.deps import Context
 from pai.server.joblist import STATES
@@ -117,7 +116,7 @@ class JobState:
 def load_job(
     request: Request, context: Context, visitor: Visitor, framework_name: str, attempt: int | None
 ) -> JobState:
-    controller = context.service(Controller)
+    controller = context.control_plane
     job_url = str(request.app.url_path_for("portal.job", framework_name=framework_name))
     with context.database.reading() as session:
         row = find_job(session, framework_name)

@@ -10,7 +10,6 @@ from urllib.parse import urlencode
 from fastapi import Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from pai.orchestrator.controller import Controller
 from pai.server.deps import Context
 from pai.server.joblist import STATES, JobListQuery
 from pai.server.jobschemas import JobListItem
@@ -137,7 +136,7 @@ def jobs(
         nav="jobs",
         page=job_page(context, filters),
         columns=_columns(context),
-        vcs=sorted(context.service(Controller).cluster.virtual_clusters),
+        vcs=sorted(context.control_plane.cluster.virtual_clusters),
         state_choices=STATE_CHOICES,
         page_sizes=PAGE_SIZES,
     )

@@ -12,7 +12,6 @@ from fastapi import Depends, Form, Request, Response
 from fastapi.responses import HTMLResponse
 
 from pai.errors import ForbiddenUserError, InvalidProtocolError, PaiError
-from pai.orchestrator.controller import Controller
 from pai.orchestrator.intents import find_job
 from pai.protocol import Problem, ProtocolError, parse_job
 from pai.server.deps import Context
@@ -187,7 +186,7 @@ def _editor_page(
 ) -> HTMLResponse:
     """The editor; `problems` are the protocol's or the API's (`{path, message, line, column}`).
     `market_item` is the marketplace item the job comes from (its run is counted)."""
-    vcs = sorted(context.service(Controller).cluster.virtual_clusters)
+    vcs = sorted(context.control_plane.cluster.virtual_clusters)
     return render(
         request,
         "submit.html",

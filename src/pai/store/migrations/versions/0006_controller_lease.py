@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("epoch", sa.Integer(), nullable=False),
         sa.Column("acquired_at", UtcDateTime(), nullable=False),
         sa.Column("expires_at", UtcDateTime(), nullable=False),
+        sa.Column("state", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_controller_lease"),
     )
 

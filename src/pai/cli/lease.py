@@ -1,0 +1,32 @@
+"""Waiting for the controller lease before a controller starts (`pai up`, `pai serve
+controller`): in the foreground, so that Ctrl-C ends the wait and the user is told why."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
+from pai.settings import Settings
+from pai.store import Database
+
+
+def hold_lease(settings: Settings, address: str, console: Console) -> Leadership:
+    """The lease, taken at once or after waiting as a standby for the holder to stop."""
+    database = Database(settings.database_url)
+    with database.exclusive() as connection:  # the lease's table comes with the migrations
+        database.upgrade(connection)
+    leadership = Leadership(
+        database, address, terms=LeaseTerms.lasting(settings.controller_lease_seconds)
+    )
+    if leadership.try_acquire():
+        return leadership
+    holder = current_holder(database)
+    console.print(
+        f"Another PAI controller ({holder.holder if holder else 'unknown'}) acts on this "
+        "database: this one waits as a standby and takes over when it stops."
+    )
+    while not leadership.try_acquire():
+        time.sleep(leadership.terms.renew_every)
+    return leadership
