@@ -1,18 +1,20 @@
-"""REST API speed with a large store: listing jobs, and accepting submissions.
+"""REST API speed with a large store, and how submissions scale with API workers.
 
-The store is seeded with SQL (default 100,000 finished jobs of 500 users in both VCs, with
-state machines, job texts and tags shaped like those of real jobs), then the whole platform
-serves it, as `pai up` does, in a process of its own on the four-node example cluster, so that
-the clients measured here do not share a Python interpreter with the server.
+The control plane runs as an operator scales it out: `pai serve controller` and `pai serve api
+--workers N` in processes of their own on the four-node example cluster, so that the clients
+measured here do not share a Python interpreter with the server.
 
-- Listing: pages of 50 jobs, filtered the ways the portal and CLI do (user, VC, state, tags,
-  ordering), one request at a time; client-side latency percentiles.
-- Submitting: 16 clients (threads), one user each, submit small jobs as fast as they can; the
-  rate counts 202 answers. The jobs queue in the `research` VC behind a job that holds it, so
-  that no task process competes with the server for the CPU.
+- Listing: the store is seeded with SQL (default 1,000,000 finished jobs of 500 users in both
+  VCs, with state machines, job texts and tags shaped like those of real jobs); pages of 50 jobs,
+  filtered the ways the portal and CLI do (user, VC, state, tags, ordering, total counts), one
+  request at a time; client-side latency percentiles, on SQLite and on PostgreSQL.
+- Submitting: 64 clients (threads), one user each, submit small jobs as fast as they can, with
+  1 and with 4 API workers, on SQLite and on PostgreSQL (a fresh store for each run); the rate
+  counts 202 answers. The jobs queue in the `research` VC behind a job that holds it, so that
+  no task process competes with the server for the CPU.
 
-    python benchmarks/api.py            # Rich table
-    python benchmarks/api.py --json     # {"jobs_in_store", "list_p50_ms", ...}
+    python benchmarks/api.py            # Rich tables
+    python benchmarks/api.py --json     # {"jobs_in_store", "list_p50_ms", ..., "runs": [...]}
 """
 
 from __future__ import annotations
@@ -37,17 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import sqlalchemy
 from sqlalchemy import insert
+from sqlalchemy.engine import make_url
 
-from pai.cluster import cluster_from_file
 from pai.executors.local import kill_processes_under
 from pai.orchestrator import framework as fw
 from pai.orchestrator.policy import job_policy
-from pai.platform import create_platform_app
 from pai.protocol import parse_job, rendered_job_dict
-from pai.server import build_server
-from pai.server.logconfig import configure_logging
-from pai.settings import Settings, default_database_url
+from pai.settings import default_database_url
 from pai.store import Database
 from pai.store.models import JobRow, JobTag
 
@@ -184,20 +184,11 @@ def free_port() -> int:
         return port
 
 
-def serve(port: int) -> None:
-    """Run the platform with the `PAI_*` settings of the environment, logging to
-    `$PAI_HOME/pai.log`, as `pai up` does."""
-    settings = Settings.from_env()
-    with (settings.home / "pai.log").open("a", encoding="utf-8") as log:
-        configure_logging(settings.log_level, log)
-        app = create_platform_app(settings, cluster_from_file(CLUSTER))
-        build_server(app, port=port).run()
-
-
 @contextmanager
-def platform(home: Path, database_url: str) -> Iterator[str]:
-    """The platform on the example cluster in a process of its own; yields the API's URL."""
-    port = free_port()
+def platform(home: Path, database_url: str, api_workers: int) -> Iterator[str]:
+    """A controller and `api_workers` API workers, each `pai serve` in processes of their own,
+    on one home and database; yields the API's URL."""
+    pai = str(Path(sys.executable).with_name("pai"))
     environment = {
         **os.environ,
         "PAI_HOME": str(home),
@@ -206,30 +197,39 @@ def platform(home: Path, database_url: str) -> Iterator[str]:
         "PAI_SUBMISSION_RATE_LIMIT": str(10**9),
         "PAI_LOGIN_RATE_LIMIT": str(10**6),
     }
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port)],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=(home / "server.log").open("wb"),
-    )
-    base = f"http://127.0.0.1:{port}"
+    controller_port, api_port = free_port(), free_port()
+    commands = [
+        [pai, "serve", "controller", "--port", str(controller_port), "--cluster", str(CLUSTER)],
+        [pai, "serve", "api", "--port", str(api_port), "--workers", str(api_workers)],
+    ]
+    processes = []
+    base = f"http://127.0.0.1:{api_port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the platform did not start; see {home / 'server.log'}")
-            time.sleep(0.2)
+        for command, port in zip(commands, (controller_port, api_port), strict=True):
+            output = (home / f"{command[2]}.out").open("wb")
+            processes.append(
+                subprocess.Popen(command, env=environment, stdout=output, stderr=output)
+            )
+            wait_ready(f"http://127.0.0.1:{port}", processes[-1], home)
         yield f"{base}/api/v2"
     finally:
-        server.terminate()
-        server.wait(60)
-        # Stopping the held job lets queued benchmark jobs start as the server goes down.
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(60)
         kill_processes_under(home)
+
+
+def wait_ready(base: str, process: subprocess.Popen[bytes], home: Path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the platform did not start; see {home}")
+        time.sleep(0.2)
 
 
 def log_in(api: str, username: str, password: str) -> httpx.Client:
@@ -312,21 +312,58 @@ def percentile(values: list[float], fraction: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(fraction * 100) - 1]
 
 
-def run(
-    jobs: int, clients: int, per_client: int, list_requests: int, url: str | None
-) -> dict[str, Any]:
+@contextmanager
+def store(kind: str, server_url: str, directory: Path) -> Iterator[str]:
+    """A fresh, migrated store of `kind` (`sqlite`, or `postgresql` on `server_url`)."""
+    if kind == "sqlite":
+        url = default_database_url(directory)
+    else:
+        admin = sqlalchemy.create_engine(server_url, isolation_level="AUTOCOMMIT")
+        name = f"pai_bench_{secrets.token_hex(6)}"
+        with admin.connect() as connection:
+            connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+        url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    database = Database(url)
+    with database.exclusive() as connection:
+        database.upgrade(connection)
+    database.dispose()
+    try:
+        yield url
+    finally:
+        if kind != "sqlite":
+            with admin.connect() as connection:
+                connection.execute(sqlalchemy.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+
+def measure_list_run(kind: str, server_url: str, jobs: int, requests: int) -> dict[str, Any]:
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="pai-bench-") as directory:
         home = Path(directory)
-        database_url = url or default_database_url(home)
-        database = Database(database_url)
-        with database.exclusive() as connection:
-            database.upgrade(connection)
-        seed(database, jobs, rng)
-        backend = database.backend
-        database.dispose()
-        with platform(home, database_url) as api, log_in(api, "admin", ADMIN_PASSWORD) as admin:
-            latencies = measure_listing(admin, list_queries(rng, list_requests))
+        with store(kind, server_url, home) as url:
+            database = Database(url)
+            seed(database, jobs, rng)
+            database.dispose()
+            with platform(home, url, 1) as api, log_in(api, "admin", ADMIN_PASSWORD) as admin:
+                latencies = measure_listing(admin, list_queries(rng, requests))
+    return {
+        "database": kind,
+        "jobs_in_store": jobs,
+        "list_p50_ms": round(percentile(latencies, 0.5), 2),
+        "list_p99_ms": round(percentile(latencies, 0.99), 2),
+    }
+
+
+def measure_submit_run(
+    kind: str, server_url: str, api_workers: int, clients: int, per_client: int
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="pai-bench-") as directory:
+        home = Path(directory)
+        with (
+            store(kind, server_url, home) as url,
+            platform(home, url, api_workers) as api,
+            log_in(api, "admin", ADMIN_PASSWORD) as admin,
+        ):
             blocker = hold_research(admin)
             submitters = [log_in(api, *account) for account in research_users(admin, clients)]
             try:
@@ -336,13 +373,48 @@ def run(
                     client.close()
                 stop(admin, blocker)
     return {
-        "jobs_in_store": jobs,
-        "list_p50_ms": round(percentile(latencies, 0.5), 2),
-        "list_p99_ms": round(percentile(latencies, 0.99), 2),
-        "submissions_per_second": round(rate, 1),
-        "submissions": clients * per_client,
+        "database": kind,
+        "api_workers": api_workers,
         "clients": clients,
-        "backend": backend,
+        "submissions": clients * per_client,
+        "submissions_per_second": round(rate, 1),
+    }
+
+
+def postgres_reachable(server_url: str) -> bool:
+    try:
+        engine = sqlalchemy.create_engine(server_url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except Exception:  # any driver or connection error: no PostgreSQL to measure
+        return False
+    return True
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    kinds = ["sqlite"] + (["postgresql"] if postgres_reachable(args.postgres_url) else [])
+    listings = [
+        measure_list_run(kind, args.postgres_url, args.jobs, args.list_requests) for kind in kinds
+    ]
+    runs = [
+        measure_submit_run(kind, args.postgres_url, workers, args.clients, args.submissions)
+        for kind in kinds
+        for workers in (1, 4)
+    ]
+    single = {r["database"]: r["submissions_per_second"] for r in runs if r["api_workers"] == 1}
+    for entry in runs:
+        entry["ratio_to_one_worker"] = round(
+            entry["submissions_per_second"] / single[entry["database"]], 2
+        )
+    sqlite_listing = listings[0]
+    return {
+        "jobs_in_store": args.jobs,
+        "list_p50_ms": sqlite_listing["list_p50_ms"],
+        "list_p99_ms": sqlite_listing["list_p99_ms"],
+        "submissions_per_second": max(r["submissions_per_second"] for r in runs),
+        "listings": listings,
+        "runs": runs,
     }
 
 
@@ -380,38 +452,40 @@ def stop(admin: httpx.Client, job: str, timeout: float = 60.0) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--jobs", type=int, default=100_000, help="jobs seeded in the store")
-    parser.add_argument("--clients", type=int, default=16, help="concurrent submitting clients")
-    parser.add_argument("--submissions", type=int, default=50, help="submissions per client")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs seeded in the store")
+    parser.add_argument("--clients", type=int, default=64, help="concurrent submitting clients")
+    parser.add_argument("--submissions", type=int, default=20, help="submissions per client")
     parser.add_argument("--list-requests", type=int, default=500, help="list requests timed")
     parser.add_argument(
-        "--database-url", help="an empty PostgreSQL database to use instead of SQLite"
+        "--postgres-url",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        help="a PostgreSQL server to create the benchmark's databases in (skipped if away)",
     )
-    parser.add_argument("--serve", type=int, metavar="PORT", help="run the server (internal)")
     args = parser.parse_args()
-    if args.serve:
-        serve(args.serve)
-        return
-    result = run(args.jobs, args.clients, args.submissions, args.list_requests, args.database_url)
+    result = run(args)
     if args.json:
-        keys = ("jobs_in_store", "list_p50_ms", "list_p99_ms", "submissions_per_second")
-        print(json.dumps({key: result[key] for key in keys}))
+        print(json.dumps(result))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"PAI REST API on {result['backend']}")
-    for title in ("jobs in store", "list p50 ms", "list p99 ms", "submissions/s", "clients"):
-        table.add_column(title, justify="right")
-    table.add_row(
-        f"{result['jobs_in_store']:,}",
-        str(result["list_p50_ms"]),
-        str(result["list_p99_ms"]),
-        str(result["submissions_per_second"]),
-        str(result["clients"]),
-    )
-    Console().print(table)
+    listing = Table(title=f"Listing jobs, {args.jobs:,} in the store (pages of 50)")
+    for title in ("database", "p50 ms", "p99 ms"):
+        listing.add_column(title, justify="right")
+    for entry in result["listings"]:
+        listing.add_row(entry["database"], str(entry["list_p50_ms"]), str(entry["list_p99_ms"]))
+    submitting = Table(title=f"Accepted submissions per second, {args.clients} clients")
+    for title in ("database", "API workers", "submissions/s", "ratio to 1 worker"):
+        submitting.add_column(title, justify="right")
+    for entry in result["runs"]:
+        submitting.add_row(
+            entry["database"],
+            str(entry["api_workers"]),
+            str(entry["submissions_per_second"]),
+            str(entry["ratio_to_one_worker"]),
+        )
+    Console().print(listing, submitting)
 
 
 if __name__ == "__main__":

@@ -167,7 +167,8 @@ class ControllerRole:
     it loses the lease (the process should exit; its supervisor starts it as a standby)."""
 
     address: str = ""
-    wakeup_port: int | None = None
+    wakeups: tuple[str, int] | None = None
+    """Where it listens for API workers' wake-ups (UDP), if any run apart."""
     on_lease_lost: Callable[[], None] = lambda: None
     leadership: Leadership | None = None
     """The lease this process waited for before it started (else one is made)."""
@@ -199,8 +200,8 @@ def create_platform_app(
     @asynccontextmanager
     async def run_controller(_context: ServerContext) -> AsyncIterator[None]:
         listener = None
-        if role.wakeup_port is not None:
-            listener = WakeupListener("0.0.0.0", role.wakeup_port, controller.wake)
+        if role.wakeups is not None:
+            listener = WakeupListener(*role.wakeups, controller.wake)
             listener.start()
         await run_in_threadpool(term.begin)
         try:

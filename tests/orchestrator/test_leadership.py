@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -59,3 +62,21 @@ def test_a_renewing_holder_keeps_the_lease(database: Database) -> None:
         assert first.renew_if_due()
         assert not second.try_acquire()
         time.sleep(0.05)
+
+
+def test_a_holder_of_this_machine_that_died_is_replaced_at_once(database: Database) -> None:
+    """A controller restarted after a crash need not wait for its dead predecessor's lease."""
+    dead = Leadership(database, "a", holder=f"{socket.gethostname()}:{_dead_pid()}:x")
+    alive = Leadership(database, "b", holder=f"{socket.gethostname()}:{os.getpid()}:y")
+    assert dead.try_acquire()  # a long lease (10 s) that nobody renews
+    successor = Leadership(database, "c")
+    assert successor.try_acquire()
+
+    assert alive.try_acquire() is False  # the successor lives: it keeps its lease
+    assert current_holder(database).holder == successor.holder  # type: ignore[union-attr]
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

@@ -82,7 +82,7 @@ def controller(
         leadership = hold_lease(settings, address, console)
         role = ControllerRole(
             address=address,
-            wakeup_port=port,
+            wakeups=(host, port),
             on_lease_lost=leave_on_lost_lease,
             leadership=leadership,
         )

@@ -94,7 +94,7 @@ def up(
         configure_logging(settings.log_level, log_file)
         role = ControllerRole(
             address=address,
-            wakeup_port=controller_port if api_workers else None,
+            wakeups=("127.0.0.1", controller_port) if api_workers else None,
             leadership=hold_lease(settings, address, console),
         )
         try:

@@ -155,6 +155,11 @@ class Controller:
             self._thread.join(timeout=30)
             self._thread = None
 
+    @property
+    def running(self) -> bool:
+        """Whether the loop runs (between `start()` and `stop()`)."""
+        return self._thread is not None
+
     def wake(self) -> None:
         """Something was recorded for the controller (a submission, a stop): act on it now."""
         self._wake.set()
