@@ -6,23 +6,11 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
 from pai.store import Database
 
 SHORT = LeaseTerms(duration=1.0, renew_every=0.2, margin=0.3)
-
-
-@pytest.fixture
-def database(pai_database_url: str) -> Iterator[Database]:
-    database = Database(pai_database_url)
-    with database.exclusive() as connection:
-        database.upgrade(connection)
-    yield database
-    database.dispose()
 
 
 def test_one_holder_at_a_time_and_a_clean_release_hands_over_at_once(database: Database) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ from pai.store.models import ControllerLease
 from server.harness import LOCAL_CLUSTER_FILE, server_settings
 
 SHORT = LeaseTerms(duration=1.0, renew_every=0.2, margin=0.3)
-
-
-@pytest.fixture
-def database(pai_database_url: str) -> Iterator[Database]:
-    database = Database(pai_database_url)
-    with database.exclusive() as connection:
-        database.upgrade(connection)
-    yield database
-    database.dispose()
 
 
 def test_a_controller_that_loses_its_lease_stops_acting(

@@ -53,6 +53,7 @@ from pai.platform import create_platform_app
 from pai.server import build_server, create_app
 from pai.server.logconfig import configure_logging
 from pai.settings import Settings, default_database_url
+from pai.store import Database
 
 STARTUP_TIMEOUT_SECONDS = 60.0
 ADMIN_USERNAME = "admin"
@@ -277,6 +278,16 @@ def pai_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     """A fresh, empty database for one test, once per backend."""
     with empty_database(request.param, request, tmp_path / "database") as url:
         yield url
+
+
+@pytest.fixture
+def database(pai_database_url: str) -> Iterator[Database]:
+    """A migrated database of each backend, closed after the test."""
+    database = Database(pai_database_url)
+    with database.exclusive() as connection:
+        database.upgrade(connection)
+    yield database
+    database.dispose()
 
 
 StartServer = Callable[..., RunningServer]

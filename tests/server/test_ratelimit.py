@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def database(pai_database_url: str) -> Iterator[Database]:
-    database = Database(pai_database_url)
-    with database.exclusive() as connection:
-        database.upgrade(connection)
-    yield database
-    database.dispose()
 
 
 def acquire(database: Database, limiter: StoredRateLimiter, key: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import stat
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,6 @@ from pai.errors import ConfigurationError
 from pai.store import Database, Group, Token, User
 from pai.store.models import memberships
 from pai.store.types import utcnow
-
-
-@pytest.fixture
-def database(pai_database_url: str) -> Iterator[Database]:
-    """A migrated database of each backend."""
-    database = Database(pai_database_url)
-    with database.exclusive() as connection:
-        database.upgrade(connection)
-    yield database
-    database.dispose()
 
 
 def sqlite_database(tmp_path: Path) -> Database:

@@ -16,8 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from pai.cli.up import DEFAULT_PORT, check_port_free, choose_cluster, join_ray, load_settings
-from pai.cluster import ClusterConfigError
+from pai.cli.up import DEFAULT_PORT, check_port_free, load_settings, prepare_controller
 from pai.errors import ConfigurationError
 from pai.server.logconfig import configure_logging
 
@@ -62,14 +61,9 @@ def controller(
     from pai.platform import ControllerRole, create_platform_app
     from pai.server import build_server
 
-    try:
-        settings = load_settings(home, engine=engine, ray_address=ray_address)
-        check_port_free(host, port)
-        ray_nodes = join_ray(settings, console) if settings.engine == "ray" else None
-        chosen = choose_cluster(settings.home, cluster, ray_nodes)
-    except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
-        console.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(1) from None
+    settings, chosen, _ = prepare_controller(
+        home, host, port, cluster, engine=engine, ray_address=ray_address
+    )
     address = advertise or f"http://{socket.gethostname() if host == '0.0.0.0' else host}:{port}"
     lost = []
 

@@ -71,14 +71,9 @@ def up(
     Ctrl-C stops the platform; running tasks keep running and the next `pai up` with the
     same home picks them up again.
     """
-    try:
-        settings = load_settings(home, engine=engine, ray_address=ray_address)
-        check_port_free(host, port)
-        ray_nodes = join_ray(settings, console) if settings.engine == "ray" else None
-        chosen = choose_cluster(settings.home, cluster, ray_nodes)
-    except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
-        console.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(1) from None
+    settings, chosen, ray_nodes = prepare_controller(
+        home, host, port, cluster, engine=engine, ray_address=ray_address
+    )
 
     from pai.cli.lease import hold_lease
     from pai.platform import ControllerRole, create_platform_app
@@ -140,6 +135,27 @@ def api_worker_processes(settings: Settings, host: str, port: int, workers: int)
 def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def prepare_controller(
+    home: Path | None,
+    host: str,
+    port: int,
+    cluster: Path | None,
+    *,
+    engine: str | None,
+    ray_address: str | None,
+) -> tuple[Settings, ClusterConfig, list[RayNode] | None]:
+    """What a controller starts with: its settings, its cluster and Ray's nodes (with the Ray
+    engine); a problem is printed in one sentence and ends the command."""
+    try:
+        settings = load_settings(home, engine=engine, ray_address=ray_address)
+        check_port_free(host, port)
+        ray_nodes = join_ray(settings, console) if settings.engine == "ray" else None
+        return settings, choose_cluster(settings.home, cluster, ray_nodes), ray_nodes
+    except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(1) from None
 
 
 def load_settings(home: Path | None, **options: str | None) -> Settings:
