@@ -93,3 +93,17 @@ def test_the_quick_start_works_as_written(pai_up: PaiUp, tmp_path: Path) -> None
     assert "Hello from task main/0" in logs.stdout
     listing = pai.run("jobs", "--json")
     assert [job["state"] for job in json.loads(listing.stdout)] == ["SUCCEEDED"]
+
+
+def test_ctrl_c_stops_pai_up_while_a_client_follows_a_log(pai_up: PaiUp) -> None:
+    """A followed log of a silent task never ends by itself: stopping must not wait for it."""
+    with pai_up.client() as client:
+        client.submit(job_file("silent", ["echo one line", "sleep 300"]))
+        followed = client.follow_logs("silent", role="main")
+        assert next(followed) == "one line"
+        assert pai_up.process is not None
+        started = time.monotonic()
+        pai_up.stop()  # Ctrl-C, while the client still follows
+        assert pai_up.process.returncode is not None
+        assert time.monotonic() - started < 20
+        followed.close()

@@ -9,10 +9,9 @@ administrator may read its config and logs or change it.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
-import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
@@ -37,6 +36,7 @@ from pai.orchestrator.intents import (
 from pai.protocol import MAX_DOCUMENT_BYTES
 from pai.server.deps import Caller, Context
 from pai.server.errors import error_responses
+from pai.server.following import in_own_thread
 from pai.server.joblist import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -431,7 +431,7 @@ def task_log(
     executor = context.executor
     if follow:
         chunks = _follow_log(executor, key, LOG_STREAMS[stream], tail)
-        return StreamingResponse(_in_own_thread(chunks), media_type=PLAIN_TEXT)
+        return StreamingResponse(in_own_thread(chunks), media_type=PLAIN_TEXT)
     try:
         content = executor.logs(key, LOG_STREAMS[stream], tail=tail)
     except UnknownTaskError:  # placed, and about to be started
@@ -477,20 +477,6 @@ def _follow_log(
                 return
             time.sleep(0.1)
     yield from chunks
-
-
-async def _in_own_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """Iterate a blocking iterator on a thread of its own rather than on the pool that runs
-    requests, which followers waiting for output would otherwise exhaust. A client that goes
-    away leaves that thread to finish its current wait, after which the iterator is dropped."""
-    own_thread = anyio.CapacityLimiter(1)
-    while True:
-        chunk = await anyio.to_thread.run_sync(
-            next, chunks, None, limiter=own_thread, abandon_on_cancel=True
-        )
-        if chunk is None:
-            return
-        yield chunk
 
 
 # -- helpers --------------------------------------------------------------------------------------
