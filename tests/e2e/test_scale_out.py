@@ -139,6 +139,8 @@ def test_pai_up_with_api_workers_runs_jobs_and_reads_their_logs(tmp_path: Path) 
                 headers={"Authorization": f"Bearer {client.token}"},
             )
             assert clusters.status_code == 200 and "research" in clusters.json()
+            home_page = httpx.get(f"{platform.url}/", cookies={"pai_session": client.token or ""})
+            assert home_page.status_code == 200 and "research" in home_page.text
     finally:
         platform.stop()
         kill_processes_under(platform.home)
