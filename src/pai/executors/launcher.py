@@ -1,0 +1,185 @@
+"""Starts task supervisors by forking them from a warm process, not as new interpreters.
+
+A fresh `python` that imports the supervisor takes 60-80 ms and most of a core; a gang of 32
+tasks on a small machine then waits a second or more for its supervisors to boot. The local
+executor instead keeps one launcher process (`python -m pai.executors.launcher TASKS_DIR`) that
+has imported the supervisor once and forks a supervisor per task in about a millisecond.
+
+The launcher runs in a session of its own with only the environment tasks inherit (as each
+supervisor used to), reads requests on its stdin and answers on its stdout, and exits when its
+executor goes away (end of file). Each forked supervisor starts a session of its own too, with
+stdin and stdout on /dev/null and stderr appended to the task's runtime log, so it outlives both
+the launcher and the platform. The launcher records a supervisor's identity before the
+supervisor runs, so a supervisor that dies at once is noticed, and a detached one (which
+records its own child in its place) is never overwritten. Children are reaped by the kernel
+(SIGCHLD ignored), so none lingers as a zombie.
+
+A request carries the task's script, which holds the job's secrets: it travels through the pipe
+and the forked process's memory only, never through a file or a command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pai.executors.supervisor import supervise
+from pai.executors.taskfiles import ProcessIdentity, TaskFiles
+
+_LENGTH = struct.Struct(">I")
+LAUNCHER_LOG = "launcher.log"
+
+
+class LauncherError(OSError):
+    """The launcher could not start a supervisor (or is gone); the message says why."""
+
+
+class SupervisorLauncher:
+    """The executor's side: starts the launcher on first use (again if it died) and asks it
+    for supervisors. Safe to call from several threads; requests are served one at a time."""
+
+    def __init__(self, tasks_dir: Path, env: Mapping[str, str]) -> None:
+        self._tasks_dir = tasks_dir
+        self._env = dict(env)
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
+        """Fork the supervisor of the task in `task_dir`; its pid."""
+        request = {"task_dir": str(task_dir), "runtime_log": str(runtime_log), "script": script}
+        with self._lock:
+            process = self._running()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                _write_message(process.stdin, request)
+                reply = _read_message(process.stdout)
+                why = "it exited"
+            except OSError as exc:
+                reply, why = None, str(exc)
+            if reply is None:
+                self._process = None
+                process.kill()
+                process.wait()
+                raise LauncherError(f"the supervisor launcher ended ({why}); it restarts next time")
+        if "error" in reply:
+            raise LauncherError(str(reply["error"]))
+        return int(reply["pid"])
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        with open(self._tasks_dir.parent / LAUNCHER_LOG, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pai.executors.launcher", str(self._tasks_dir)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self._tasks_dir,
+                env=self._env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        return self._process
+
+
+def _write_message(stream: IO[bytes], message: Mapping[str, Any]) -> None:
+    data = json.dumps(message).encode()
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_message(stream: IO[bytes]) -> dict[str, Any] | None:
+    header = stream.read(_LENGTH.size)
+    if len(header) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack(header)
+    data = stream.read(length)
+    if len(data) < length:
+        return None
+    message: dict[str, Any] = json.loads(data)
+    return message
+
+
+# -- the launcher process -------------------------------------------------------------------------
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Fork a supervisor per request until the requests end."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while (request := _read_message(requests)) is not None:
+        try:
+            reply: dict[str, Any] = {"pid": _fork_supervisor(request)}
+        except OSError as exc:
+            reply = {"error": f"cannot start the task's supervisor: {exc}"}
+        _write_message(replies, reply)
+
+
+def _fork_supervisor(request: Mapping[str, Any]) -> int:
+    files = TaskFiles(Path(request["task_dir"]))
+    runtime_log = os.open(request["runtime_log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        go_read, go_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_write)
+            _become_supervisor(files, runtime_log, go_read, request["script"].encode())
+        os.close(go_read)
+    finally:
+        os.close(runtime_log)
+    try:
+        identity = ProcessIdentity.of(pid)
+        if identity is not None:
+            files.write_supervisor(identity)
+    finally:
+        os.write(go_write, b"1")  # whether recorded or not: it must not wait forever
+        os.close(go_write)
+    return pid
+
+
+def _become_supervisor(files: TaskFiles, runtime_log: int, go: int, script: bytes) -> None:
+    """In the forked child: a session and standard streams of its own, then supervise the task
+    once the launcher has recorded it. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(runtime_log, 2)
+        os.close(null)
+        os.close(runtime_log)
+        os.chdir(files.directory)
+        recorded = os.read(go, 1)
+        os.close(go)
+        if recorded:  # else the launcher died before recording us: nobody would watch us
+            code = supervise(files, script)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """TASKS_DIR is not read: it names the executor's home on the command line, where tools
+    that end a home's processes by command line find the launcher and what it forked."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m pai.executors.launcher TASKS_DIR", file=sys.stderr)
+        return 2
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
