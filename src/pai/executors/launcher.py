@@ -74,6 +74,11 @@ class SupervisorLauncher:
             raise LauncherError(str(reply["error"]))
         return int(reply["pid"])
 
+    def warm(self) -> None:
+        """Start the launcher now, so that the first launch does not wait for it."""
+        with self._lock:
+            self._running()
+
     def _running(self) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
             return self._process

@@ -197,6 +197,7 @@ class LocalExecutor(Executor):
         return found
 
     def recover(self) -> list[TaskStatus]:
+        self._launcher.warm()  # the platform is about to launch: have the launcher ready
         statuses = []
         with self._lock:
             for directory in sorted(self._tasks_dir.iterdir()):
