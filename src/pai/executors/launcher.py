@@ -45,39 +45,57 @@ class LauncherError(OSError):
 
 class SupervisorLauncher:
     """The executor's side: starts the launcher on first use (again if it died) and asks it
-    for supervisors. Safe to call from several threads; requests are served one at a time."""
+    for supervisors. Safe to call from several threads: the requests that queue up while one
+    batch is served go to the launcher together, as the next batch."""
 
     def __init__(self, tasks_dir: Path, env: Mapping[str, str]) -> None:
         self._tasks_dir = tasks_dir
         self._env = dict(env)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the thread that talks to the launcher
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Request] = []
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
         """Fork the supervisor of the task in `task_dir`; its pid."""
-        request = {"task_dir": str(task_dir), "runtime_log": str(runtime_log), "script": script}
+        request = _Request(
+            {"task_dir": str(task_dir), "runtime_log": str(runtime_log), "script": script}
+        )
+        with self._queue_lock:
+            self._queue.append(request)
         with self._lock:
-            process = self._running()
-            assert process.stdin is not None and process.stdout is not None
-            try:
-                _write_message(process.stdin, request)
-                reply = _read_message(process.stdout)
-                why = "it exited"
-            except OSError as exc:
-                reply, why = None, str(exc)
-            if reply is None:
-                self._process = None
-                process.kill()
-                process.wait()
-                raise LauncherError(f"the supervisor launcher ended ({why}); it restarts next time")
-        if "error" in reply:
-            raise LauncherError(str(reply["error"]))
-        return int(reply["pid"])
+            if not request.answered:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._serve(batch)
+        return request.pid()
 
     def warm(self) -> None:
         """Start the launcher now, so that the first launch does not wait for it."""
         with self._lock:
             self._running()
+
+    def _serve(self, batch: list[_Request]) -> None:
+        process = self._running()
+        assert process.stdin is not None and process.stdout is not None
+        why = "it exited"
+        try:
+            process.stdin.write(b"".join(_encode(request.message) for request in batch))
+            process.stdin.flush()
+            for request in batch:
+                reply = _read_message(process.stdout)
+                if reply is None:
+                    break
+                request.answer(reply)
+        except OSError as exc:
+            why = str(exc)
+        unanswered = [request for request in batch if not request.answered]
+        if unanswered:
+            self._process = None
+            process.kill()
+            process.wait()
+            for request in unanswered:
+                request.answer({"error": f"the supervisor launcher ended ({why})"})
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
@@ -96,9 +114,32 @@ class SupervisorLauncher:
         return self._process
 
 
-def _write_message(stream: IO[bytes], message: Mapping[str, Any]) -> None:
+class _Request:
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.message = message
+        self._reply: dict[str, Any] | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self._reply is not None
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        self._reply = reply
+
+    def pid(self) -> int:
+        assert self._reply is not None
+        if "error" in self._reply:
+            raise LauncherError(str(self._reply["error"]))
+        return int(self._reply["pid"])
+
+
+def _encode(message: Mapping[str, Any]) -> bytes:
     data = json.dumps(message).encode()
-    stream.write(_LENGTH.pack(len(data)) + data)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _write_message(stream: IO[bytes], message: Mapping[str, Any]) -> None:
+    stream.write(_encode(message))
     stream.flush()
 
 
