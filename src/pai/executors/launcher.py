@@ -5,14 +5,14 @@ tasks on a small machine then waits a second or more for its supervisors to boot
 executor instead keeps one launcher process (`python -m pai.executors.launcher TASKS_DIR`) that
 has imported the supervisor once and forks a supervisor per task in about a millisecond.
 
-The launcher runs in a session of its own with only the environment tasks inherit (as each
-supervisor used to), reads requests on its stdin and answers on its stdout, and exits when its
-executor goes away (end of file). Each forked supervisor starts a session of its own too, with
-stdin and stdout on /dev/null and stderr appended to the task's runtime log, so it outlives both
-the launcher and the platform. The launcher records a supervisor's identity before the
-supervisor runs, so a supervisor that dies at once is noticed, and a detached one (which
-records its own child in its place) is never overwritten. Children are reaped by the kernel
-(SIGCHLD ignored), so none lingers as a zombie.
+The launcher runs in a session of its own with only the environment tasks inherit, reads
+requests on its stdin and answers on its stdout, and exits when its executor goes away (the end
+of its stdin: the executor is collected, or its process ends however it ends). Each forked
+supervisor starts a session of its own too, with stdin and stdout on /dev/null and stderr
+appended to the task's runtime log, so it outlives both the launcher and the platform. The
+launcher records a supervisor's identity before the supervisor runs, so a supervisor that dies
+at once is noticed, and a detached one (which records its own child in its place) is never
+overwritten. Children are reaped by the kernel (SIGCHLD ignored), so none lingers as a zombie.
 
 A request carries the task's script, which holds the job's secrets: it travels through the pipe
 and the forked process's memory only, never through a file or a command line.
@@ -20,6 +20,7 @@ and the forked process's memory only, never through a file or a command line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -111,6 +113,8 @@ class SupervisorLauncher:
                 start_new_session=True,
                 close_fds=True,
             )
+        # When this object goes, so does the launcher (it reads the end of its requests).
+        weakref.finalize(self, _close_requests, self._process)
         return self._process
 
 
@@ -131,6 +135,12 @@ class _Request:
         if "error" in self._reply:
             raise LauncherError(str(self._reply["error"]))
         return int(self._reply["pid"])
+
+
+def _close_requests(process: subprocess.Popen[bytes]) -> None:
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
 
 
 def _encode(message: Mapping[str, Any]) -> bytes:
