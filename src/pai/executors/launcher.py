@@ -78,10 +78,12 @@ class SupervisorLauncher:
             self._running()
 
     def _serve(self, batch: list[_Request]) -> None:
-        process = self._running()
-        assert process.stdin is not None and process.stdout is not None
+        """Send the batch, then read its answers; every request is answered, if with an error."""
         why = "it exited"
+        process = None
         try:
+            process = self._running()
+            assert process.stdin is not None and process.stdout is not None
             process.stdin.write(b"".join(_encode(request.message) for request in batch))
             process.stdin.flush()
             for request in batch:
@@ -92,12 +94,14 @@ class SupervisorLauncher:
         except OSError as exc:
             why = str(exc)
         unanswered = [request for request in batch if not request.answered]
-        if unanswered:
+        if not unanswered:
+            return
+        if process is not None:
             self._process = None
             process.kill()
             process.wait()
-            for request in unanswered:
-                request.answer({"error": f"the supervisor launcher ended ({why})"})
+        for request in unanswered:
+            request.answer({"error": f"the supervisor launcher failed ({why})"})
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
@@ -184,20 +188,28 @@ def _fork_supervisor(request: Mapping[str, Any]) -> int:
     runtime_log = os.open(request["runtime_log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         go_read, go_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
+        try:
+            pid = os.fork()
+            if pid == 0:
+                os.close(go_write)
+                _become_supervisor(files, runtime_log, go_read, request["script"].encode())
+        except OSError:
             os.close(go_write)
-            _become_supervisor(files, runtime_log, go_read, request["script"].encode())
-        os.close(go_read)
+            raise
+        finally:
+            os.close(go_read)  # in the launcher: the child never returns here
     finally:
         os.close(runtime_log)
+    recorded = False
     try:
         identity = ProcessIdentity.of(pid)
         if identity is not None:
             files.write_supervisor(identity)
+            recorded = True
     finally:
-        os.write(go_write, b"1")  # whether recorded or not: it must not wait forever
-        os.close(go_write)
+        if recorded:
+            os.write(go_write, b"1")
+        os.close(go_write)  # unrecorded, the child reads the end and exits: none would watch it
     return pid
 
 
@@ -217,7 +229,7 @@ def _become_supervisor(files: TaskFiles, runtime_log: int, go: int, script: byte
         os.chdir(files.directory)
         recorded = os.read(go, 1)
         os.close(go)
-        if recorded:  # else the launcher died before recording us: nobody would watch us
+        if recorded:  # else the launcher could not record us: nobody would watch us
             code = supervise(files, script)
     except BaseException:
         traceback.print_exc()
