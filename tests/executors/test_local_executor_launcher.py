@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 import psutil
 
 from pai.executors.base import LogStream, TaskEventKind
+from pai.executors.launcher import LAUNCHERS
 
 if TYPE_CHECKING:
     from conftest import Harness
 
 
-def launcher_of(harness: Harness) -> psutil.Process:
-    """The executor's launcher: the live child of this process that serves its state directory
-    (its supervisors, forked from it, share its command line but are not children of ours)."""
+def launchers_of(harness: Harness) -> list[psutil.Process]:
+    """The executor's launchers: the live children of this process that serve its state
+    directory (the supervisors they fork share their command line but are not our children)."""
     wanted = f"pai.executors.launcher {harness.root / 'state'}"
     found = []
     for child in psutil.Process().children():
@@ -25,8 +26,7 @@ def launcher_of(harness: Harness) -> psutil.Process:
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
-    [launcher] = found
-    return launcher
+    return found
 
 
 def test_tasks_launched_at_once_each_run_their_own_script(harness: Harness) -> None:
@@ -39,28 +39,37 @@ def test_tasks_launched_at_once_each_run_their_own_script(harness: Harness) -> N
         assert harness.executor.logs(key, LogStream.STDOUT) == f"I am {key}\n".encode()
 
 
-def test_a_running_task_outlives_its_launcher_and_a_new_launcher_takes_over(
+def test_running_tasks_outlive_their_launchers_and_new_launchers_take_over(
     harness: Harness,
 ) -> None:
-    harness.launch("before", "while [ ! -e go ]; do sleep 0.05; done; echo finished")
-    harness.wait_for("before", TaskEventKind.STARTED)
-    first = launcher_of(harness)
+    wait_for_go = "while [ ! -e go ]; do sleep 0.05; done; echo finished"
+    keys = [f"before-{i}" for i in range(LAUNCHERS)]  # one from each launcher
+    for key in keys:
+        harness.launch(key, wait_for_go)
+    for key in keys:
+        harness.wait_for(key, TaskEventKind.STARTED)
+    first = launchers_of(harness)
+    assert len(first) == LAUNCHERS
 
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
-    after = harness.run("after", "echo started by a new launcher")
-    (harness.root / "work" / "before" / "go").touch()
+    for launcher in first:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(10)
+    after = [harness.run(f"after-{i}", "echo started by a new launcher") for i in range(LAUNCHERS)]
+    for key in keys:
+        (harness.root / "work" / key / "go").touch()
 
-    assert after.exit_code == 0
-    assert launcher_of(harness).pid != first.pid
-    assert harness.wait_finished("before").exit_code == 0
-    assert harness.executor.logs("before", LogStream.STDOUT) == b"finished\n"
+    assert [result.exit_code for result in after] == [0] * LAUNCHERS
+    assert {p.pid for p in launchers_of(harness)}.isdisjoint(p.pid for p in first)
+    for key in keys:
+        assert harness.wait_finished(key).exit_code == 0
+        assert harness.executor.logs(key, LogStream.STDOUT) == b"finished\n"
 
 
-def test_the_launcher_ends_with_its_executor(harness: Harness) -> None:
+def test_the_launchers_end_with_their_executor(harness: Harness) -> None:
     harness.run("one", "true")
-    launcher = launcher_of(harness)
+    launchers = launchers_of(harness)
+    assert launchers
 
-    del harness.executor  # its end of the launcher's pipe closes with it
+    del harness.executor  # its ends of the launchers' pipes close with it
 
-    assert launcher.wait(10) == 0
+    assert [launcher.wait(10) for launcher in launchers] == [0] * len(launchers)

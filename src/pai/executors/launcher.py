@@ -2,10 +2,11 @@
 
 A fresh `python` that imports the supervisor takes 60-80 ms and most of a core; a gang of 32
 tasks on a small machine then waits a second or more for its supervisors to boot. The local
-executor instead keeps one launcher process (`python -m pai.executors.launcher TASKS_DIR`) that
-has imported the supervisor once and forks a supervisor per task in about a millisecond.
+executor instead keeps a few launcher processes (`python -m pai.executors.launcher TASKS_DIR`)
+that have imported the supervisor once and fork a supervisor per task in about a millisecond,
+in parallel for the tasks of a gang.
 
-The launcher runs in a session of its own with only the environment tasks inherit, reads
+A launcher runs in a session of its own with only the environment tasks inherit, reads
 requests on its stdin and answers on its stdout, and exits when its executor goes away (the end
 of its stdin: the executor is collected, or its process ends however it ends). Each forked
 supervisor starts a session of its own too, with stdin and stdout on /dev/null and stderr
@@ -21,6 +22,7 @@ and the forked process's memory only, never through a file or a command line.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -39,6 +41,9 @@ from pai.executors.taskfiles import ProcessIdentity, TaskFiles
 
 _LENGTH = struct.Struct(">I")
 LAUNCHER_LOG = "launcher.log"
+LAUNCHERS = 4
+"""Launcher processes per executor (about 17 MB each): forking 32 supervisors one after another
+takes one process several milliseconds each on a busy machine."""
 
 
 class LauncherError(OSError):
@@ -46,9 +51,27 @@ class LauncherError(OSError):
 
 
 class SupervisorLauncher:
-    """The executor's side: starts the launcher on first use (again if it died) and asks it
-    for supervisors. Safe to call from several threads: the requests that queue up while one
-    batch is served go to the launcher together, as the next batch."""
+    """The executor's side: a few launcher processes, asked in turn, so that the tasks of a
+    gang are forked in parallel. Safe to call from several threads."""
+
+    def __init__(self, tasks_dir: Path, env: Mapping[str, str], processes: int = LAUNCHERS) -> None:
+        self._launchers = [_Launcher(tasks_dir, env) for _ in range(processes)]
+        self._turn = itertools.count()
+
+    def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
+        """Fork the supervisor of the task in `task_dir`; its pid."""
+        launcher = self._launchers[next(self._turn) % len(self._launchers)]
+        return launcher.start(task_dir, runtime_log, script)
+
+    def warm(self) -> None:
+        """Start the launchers now, so that the first launches do not wait for them."""
+        for launcher in self._launchers:
+            launcher.warm()
+
+
+class _Launcher:
+    """One launcher process, started on first use (again if it died). The requests that queue
+    up while one batch is served go to it together, as the next batch."""
 
     def __init__(self, tasks_dir: Path, env: Mapping[str, str]) -> None:
         self._tasks_dir = tasks_dir
@@ -59,7 +82,6 @@ class SupervisorLauncher:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
-        """Fork the supervisor of the task in `task_dir`; its pid."""
         request = _Request(
             {"task_dir": str(task_dir), "runtime_log": str(runtime_log), "script": script}
         )
@@ -73,7 +95,6 @@ class SupervisorLauncher:
         return request.pid()
 
     def warm(self) -> None:
-        """Start the launcher now, so that the first launch does not wait for it."""
         with self._lock:
             self._running()
 
