@@ -197,11 +197,12 @@ def write_json_atomic(path: Path, data: Any, *, durable: bool = True) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """The file's content, or None when it does not exist (yet)."""
+    """The file's content, or None when it does not exist (yet), or is empty or torn: what a
+    write that was not synced leaves after the machine crashed."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
-    except FileNotFoundError:
+    except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
