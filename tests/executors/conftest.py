@@ -122,7 +122,10 @@ def kill_leftovers(state_dir: Path) -> None:
         files = TaskFiles(directory)
         identity, started = files.supervisor(), files.started()
         supervisor = identity.process() if identity else None
-        doomed = [*supervisor.children(recursive=True), supervisor] if supervisor else []
+        try:
+            doomed = [*supervisor.children(recursive=True), supervisor] if supervisor else []
+        except psutil.NoSuchProcess:  # it has just ended by itself
+            doomed = []
         if started is not None:
             doomed += [p for p in psutil.process_iter() if _group_of(p) == started.pgid]
         for process in doomed:

@@ -104,6 +104,30 @@ def test_recover_finds_a_lost_supervisor_after_a_restart(harness: Harness) -> No
     assert harness.processes_with(marker) == []
 
 
+def test_recover_after_a_machine_crash_that_left_the_process_records_empty(
+    harness: Harness,
+) -> None:
+    """The records of processes are not synced to disk: after a crash they may be empty."""
+    marker = "3008.5"
+    harness.launch("crashed", f"sleep {marker}")
+    harness.wait_for("crashed", TaskEventKind.STARTED)
+    task_files = TaskFiles(harness.root / "state" / "tasks" / "crashed")
+    supervisor = task_files.supervisor()
+    assert supervisor is not None
+    for process in [supervisor.process(), *harness.processes_with(marker)]:
+        assert process is not None
+        process.kill()  # the machine went down with every process
+    harness.wait_until(lambda: not supervisor.alive() and not harness.processes_with(marker))
+    for name in ("supervisor.json", "started.json"):
+        task_files.path(name).write_bytes(b"")
+
+    [status] = harness.new_executor().recover()
+
+    assert status.phase is TaskPhase.FINISHED and status.result is not None
+    assert status.result.exit_code == -101
+    assert "never recorded" in status.result.classification.diagnostics[0]
+
+
 def test_killing_a_task_whose_supervisor_is_gone_still_ends_it(harness: Harness) -> None:
     marker = "3007.5"
     harness.launch("headless", f"sleep {marker}")

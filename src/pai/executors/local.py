@@ -18,8 +18,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -43,12 +41,12 @@ from pai.executors.base import (
     UnknownTaskError,
     check_task_key,
 )
+from pai.executors.launcher import SupervisorLauncher
 from pai.executors.logfiles import follow_log, read_log
 from pai.executors.supervisor import ISOLATION
 from pai.executors.taskfiles import (
     MIB,
     LaunchRecord,
-    ProcessIdentity,
     StartedCommand,
     SupervisorConfig,
     TaskFiles,
@@ -70,7 +68,6 @@ class _Tracked:
     files: TaskFiles
     record: LaunchRecord
     started_reported: bool
-    process: subprocess.Popen[bytes] | None = None
     next_liveness_check: float = 0.0
 
     def running(self) -> RunningTask | None:
@@ -122,7 +119,12 @@ class LocalExecutor(Executor):
         self._liveness_interval = liveness_interval
         self._lock = threading.Lock()
         self._live: dict[str, _Tracked] = {}
-        self._exiting: list[subprocess.Popen[bytes]] = []
+        # Supervisors get only the environment tasks inherit, so that the platform's settings
+        # do not linger in them either.
+        names = (*self._config.inherit_env, "PYTHONPATH")
+        self._launcher = SupervisorLauncher(
+            self._tasks_dir, {name: os.environ[name] for name in names if name in os.environ}
+        )
         self._machine = machine or socket.gethostname()
         self._sampler: UsageSampler | None = None  # made on first use: it starts CPU counting
 
@@ -146,45 +148,14 @@ class LocalExecutor(Executor):
         record = LaunchRecord.of(task, self._config, utc_now())
         try:
             files.write_launch(record)
-            process = self._start_supervisor(files, task.log_dir)
+            # In a session of its own: a signal to the platform's process group (Ctrl-C, a
+            # service manager stopping it) does not reach running tasks.
+            self._launcher.start(files.directory, task.log_dir / LogStream.RUNTIME, task.script)
         except OSError as exc:
             shutil.rmtree(files.directory, ignore_errors=True)
             raise ExecutorError(f"task {task.key}: cannot start its supervisor: {exc}") from exc
-        identity = ProcessIdentity.of(process.pid)
-        if identity is not None:  # the supervisor records itself too, but only once it runs
-            files.write_supervisor(identity)
-        assert process.stdin is not None
-        try:
-            process.stdin.write(task.script.encode())
-            process.stdin.close()
-        except BrokenPipeError:
-            log.warning("task %s: its supervisor exited before reading the script", task.key)
-        tracked = _Tracked(files, record, started_reported=False)
         with self._lock:
-            if self._config.detach:
-                # It exits once the detached supervisor has recorded itself; reaped later.
-                self._exiting.append(process)
-            else:
-                tracked.process = process
-            self._live[task.key] = tracked
-
-    def _start_supervisor(self, files: TaskFiles, log_dir: Path) -> subprocess.Popen[bytes]:
-        """The supervisor, in a session of its own: a signal to the platform's process group
-        (Ctrl-C, a service manager stopping it) does not reach running tasks. It gets only the
-        environment tasks inherit, so the platform's settings do not linger in it either."""
-        names = (*self._config.inherit_env, "PYTHONPATH")
-        env = {name: os.environ[name] for name in names if name in os.environ}
-        with open(log_dir / LogStream.RUNTIME, "ab") as runtime_log:
-            return subprocess.Popen(
-                [sys.executable, "-m", "pai.executors.supervisor", str(files.directory)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=runtime_log,
-                cwd=files.directory,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
+            self._live[task.key] = _Tracked(files, record, started_reported=False)
 
     def kill(self, key: str, reason: KillReason) -> None:
         files = self._files(key)
@@ -206,7 +177,6 @@ class LocalExecutor(Executor):
         found: list[TaskEvent] = []
         now = time.monotonic()
         with self._lock:
-            self._reap_exited_supervisors()
             for key, tracked in list(self._live.items()):
                 if not tracked.started_reported:
                     started = tracked.files.started()
@@ -221,14 +191,13 @@ class LocalExecutor(Executor):
                 if result is None:
                     continue
                 del self._live[key]
-                if tracked.process is not None:
-                    self._exiting.append(tracked.process)
                 if not tracked.started_reported and result.started_at is not None:
                     found.append(TaskEvent(key, TaskEventKind.STARTED, result.started_at))
                 found.append(TaskEvent(key, TaskEventKind.FINISHED, result.finished_at, result))
         return found
 
     def recover(self) -> list[TaskStatus]:
+        self._launcher.warm()  # the platform is about to launch: have the launcher ready
         statuses = []
         with self._lock:
             for directory in sorted(self._tasks_dir.iterdir()):
@@ -288,8 +257,6 @@ class LocalExecutor(Executor):
         return record.log_dir / stream
 
     def _supervisor_alive(self, tracked: _Tracked) -> bool:
-        if tracked.process is not None and tracked.process.poll() is not None:
-            return False
         identity = tracked.files.supervisor()
         if identity is not None and identity.alive():
             return True
@@ -297,9 +264,6 @@ class LocalExecutor(Executor):
         # exits: a dead starter read a moment ago may already have been replaced.
         recorded = tracked.files.supervisor()
         return recorded is not None and recorded != identity and recorded.alive()
-
-    def _reap_exited_supervisors(self) -> None:
-        self._exiting = [process for process in self._exiting if process.poll() is None]
 
     def _finish_lost(self, files: TaskFiles) -> TaskResult:
         """A supervisor died without a result (killed, machine rebooted): end what it left

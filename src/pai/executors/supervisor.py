@@ -1,7 +1,7 @@
 """Runs one task attempt on this machine and records how it ended.
 
-The local executor starts `python -m pai.executors.supervisor <task-dir>` in a session of its own
-and writes the task's script to its stdin. The supervisor outlives the control plane, so a
+The local executor has `pai.executors.launcher` fork a supervisor per task, in a session of its
+own, and hand it the task's script. The supervisor outlives the control plane, so a
 restart of the platform leaves running tasks alone; the executor finds them again through the
 task directory (see `pai.executors.taskfiles`).
 
@@ -18,8 +18,8 @@ The supervisor makes itself a child subreaper, so processes the task orphans (da
 RSS rather than by RLIMIT_AS, because address-space limits break programs that reserve large
 virtual ranges without using them (CUDA, JVMs, allocators).
 
-The script reaches bash through a pipe, never through a file or the command line, because it
-carries the job's secrets.
+The script reaches the supervisor in memory and bash through a pipe, never through a file or the
+command line, because it carries the job's secrets.
 """
 
 from __future__ import annotations
@@ -428,23 +428,13 @@ def _reap_orphans(keep: int | None) -> None:
                 os.waitpid(child, os.WNOHANG)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print(
-            "usage: python -m pai.executors.supervisor TASK_DIR  (script on stdin)", file=sys.stderr
-        )
-        return 2
-    files = TaskFiles(Path(args[0]))
-    identity = ProcessIdentity.of(os.getpid())
-    assert identity is not None
-    files.write_supervisor(identity)
+def supervise(files: TaskFiles, script: bytes) -> int:
+    """Run the task recorded in `files` with `script`; the process's exit code. The caller
+    (`pai.executors.launcher`) has made this process a session of its own and recorded it."""
     record = files.launch()
     if record is None:
         print(f"{files.directory}: no launch record", file=sys.stderr)
         return 2
-    script = sys.stdin.buffer.read()
-    sys.stdin.close()
     if record.config.detach:
         _detach(files)
     return Supervisor(files, record, script).run()
@@ -465,7 +455,3 @@ def _detach(files: TaskFiles) -> None:
     files.write_supervisor(identity)
     os.write(signal_ready, b"1")
     os.close(signal_ready)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -30,6 +31,7 @@ from pai.executors.base import (
     NodeState,
     TaskEvent,
     TaskEventKind,
+    TaskLaunch,
     TaskPhase,
 )
 from pai.orchestrator import framework as fw
@@ -58,7 +60,7 @@ from pai.scheduler.types import (
     WaitReason,
 )
 from pai.storage.access import Credentials
-from pai.storage.jobs import JobStorages
+from pai.storage.jobs import JobStorages, TaskStorages
 from pai.store import Database
 from pai.store.models import JobEvent, JobRow, NodeCordon
 
@@ -66,6 +68,8 @@ log = logging.getLogger(__name__)
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 _KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
+LAUNCH_THREADS = 8
+"""Launches of one pass run this many at a time, so a gang's tasks start together."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,16 @@ class ControllerSettings:
     intent_check_interval: float = 1.0
     backoff: fw.Backoff = field(default_factory=fw.Backoff)
     batch_window: float = 0.05
-    """After a wake, how long to let more intents arrive, so that a burst of submissions is
-    taken in by one pass rather than by one pass each (every pass writes and schedules)."""
+    """The least time between two passes that take intents in: a wake sooner after the last
+    one waits out the rest, so that a burst of submissions is taken in by one pass rather than
+    by one pass each (every pass writes and schedules). A wake after a quiet spell acts at once."""
+    launch_poll_interval: float = 0.005
+    """How often the executor is asked for events while launched tasks have not yet reported
+    their start (for at most `launch_watch` seconds after the last launch), so that a job is
+    shown running as soon as its tasks run rather than up to `poll_interval` later."""
+    launch_watch: float = 2.0
+    """Beyond this, a task slow to start (a storage to mount) is looked for every
+    `poll_interval` only, so that it does not keep the loop busy."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +136,11 @@ class Controller:
         self._keys: dict[str, tuple[int, fw.TaskKey]] = {}  # executor key -> job id, task
         self._key_of: dict[tuple[int, fw.TaskKey], str] = {}  # the reverse, for live tasks
         self._owners: dict[str, ActiveJob] = {}  # scheduler group name -> job
-        self._effects: list[Callable[[], None]] = []
+        self._effects: list[Callable[[], None] | _Launch] = []
+        self._starting: set[str] = set()  # executor keys launched, their start not yet reported
+        self._watch_launches_until = 0.0  # time.monotonic() until which they are polled often
+        self._last_intake = float("-inf")  # time.monotonic() of the last pass woken by intents
+        self._launch_pool: ThreadPoolExecutor | None = None
         self._events: list[dict[str, Any]] = []  # rows of job_events, written by _persist
         self._late_exits: list[tuple[str, Classification]] = []
         self._schedule_needed = True  # cells may have been freed: every waiting job retries
@@ -154,6 +170,9 @@ class Controller:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        if self._launch_pool is not None:
+            self._launch_pool.shutdown()
+            self._launch_pool = None
 
     @property
     def running(self) -> bool:
@@ -193,15 +212,22 @@ class Controller:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            woken = self._wake.wait(self.settings.poll_interval)
+            woken = self._wake.wait(self._poll_interval())
             if woken:
-                self._stopping.wait(self.settings.batch_window)
+                batch_ends = self._last_intake + self.settings.batch_window
+                self._stopping.wait(max(0.0, batch_ends - time.monotonic()))
+                self._last_intake = time.monotonic()
             self._wake.clear()
             try:
                 self.run_once(check_intents=woken)
             except Exception:  # a bug must not stop every job in the cluster
                 log.exception("controller pass failed; retrying")
                 time.sleep(1.0)
+
+    def _poll_interval(self) -> float:
+        if self._starting and time.monotonic() < self._watch_launches_until:
+            return self.settings.launch_poll_interval
+        return self.settings.poll_interval
 
     # -- one pass ---------------------------------------------------------------------------------
 
@@ -313,6 +339,7 @@ class Controller:
     # -- executor events --------------------------------------------------------------------------
 
     def _on_executor_event(self, event: TaskEvent, now: float) -> None:
+        self._starting.discard(event.key)
         if event.kind is TaskEventKind.STARTED:
             found = self._task_of(event.key)
             if found is not None:
@@ -365,7 +392,7 @@ class Controller:
             elif isinstance(action, fw.CancelPlacement):
                 self._cancel_placement(job, action.tasks)
             elif isinstance(action, fw.Launch):
-                self._effects.append(self._launcher(job, action.task))
+                self._effects.append(_Launch(job, action.task))
             elif isinstance(action, fw.Kill):
                 self._effects.append(self._killer(job, action.task, action.status))
             elif isinstance(action, fw.TaskEnded):
@@ -385,6 +412,7 @@ class Controller:
         key = self._key_of.pop((job.id, task), None)
         if key is not None:
             del self._keys[key]
+            self._starting.discard(key)
             self._ports.release(key)
         group = job.group_of(task)
         if group.name in job.allocations and job.group_idle(group):
@@ -519,23 +547,49 @@ class Controller:
 
     # -- side effects (after the store has the new state) -----------------------------------------
 
-    def _launcher(self, job: ActiveJob, task: fw.TaskKey) -> Callable[[], None]:
-        def launch() -> None:
-            key = task_key(job, task)
+    def _launch(self, launches: list[_Launch]) -> None:
+        """Start the tasks concurrently (a gang's tasks together, not one after another),
+        reading each job's secrets and storages once for all of its tasks."""
+        if not launches:
+            return
+        if self._launch_pool is None:
+            self._launch_pool = ThreadPoolExecutor(LAUNCH_THREADS, "pai-launch")
+        of_job: dict[int, tuple[dict[str, Any], TaskStorages]] = {}
+        started = []
+        for launch in launches:
             try:
-                secrets = self._secrets_of(job)
-                launch = build_launch(job, task, secrets, self.executor.attempt_dir)
-                self.executor.launch(self._storages.attach(job.id, launch))
+                prepared = self._prepare(launch, of_job)
             except Exception as error:
-                log.warning("%s: launching %s failed: %s", job.framework_name, task, error)
-                code = ExitCode.POD_CREATION_TRANSIENT_ERROR
-                if isinstance(error, ValueError):  # the job itself is wrong (e.g. a plugin)
-                    code = ExitCode.POD_CREATION_PERMANENT_ERROR
-                verdict = self._exit_specs.current().for_code(int(code), diagnostics=(str(error),))
-                self._late_exits.append((key, verdict))
-                self._wake.set()
+                self._launch_failed(launch, error)
+                continue
+            started.append((launch, self._launch_pool.submit(self.executor.launch, prepared)))
+        for launch, future in started:
+            failure = future.exception()
+            if failure is None:
+                self._starting.add(task_key(launch.job, launch.task))
+            else:
+                self._launch_failed(launch, failure)
+        if started:
+            self._watch_launches_until = time.monotonic() + self.settings.launch_watch
 
-        return launch
+    def _prepare(
+        self, launch: _Launch, of_job: dict[int, tuple[dict[str, Any], TaskStorages]]
+    ) -> TaskLaunch:
+        job = launch.job
+        if job.id not in of_job:
+            of_job[job.id] = (self._secrets_of(job), self._storages.of_job(job.id))
+        secrets, storages = of_job[job.id]
+        return storages.attach(build_launch(job, launch.task, secrets, self.executor.attempt_dir))
+
+    def _launch_failed(self, launch: _Launch, error: BaseException) -> None:
+        job, task = launch.job, launch.task
+        log.warning("%s: launching %s failed: %s", job.framework_name, task, error)
+        code = ExitCode.POD_CREATION_TRANSIENT_ERROR
+        if isinstance(error, ValueError):  # the job itself is wrong (e.g. a plugin)
+            code = ExitCode.POD_CREATION_PERMANENT_ERROR
+        verdict = self._exit_specs.current().for_code(int(code), diagnostics=(str(error),))
+        self._late_exits.append((task_key(job, task), verdict))
+        self._wake.set()
 
     def _killer(
         self, job: ActiveJob, task: fw.TaskKey, status: fw.CompletionStatus
@@ -555,9 +609,17 @@ class Controller:
         return kill
 
     def _run_effects(self) -> None:
+        """In the order decided; consecutive launches together."""
         effects, self._effects = self._effects, []
+        launches: list[_Launch] = []
         for effect in effects:
+            if isinstance(effect, _Launch):
+                launches.append(effect)
+                continue
+            self._launch(launches)
+            launches = []
             effect()
+        self._launch(launches)
 
     def _secrets_of(self, job: ActiveJob) -> dict[str, Any]:
         with self.database.session() as session:
@@ -697,7 +759,7 @@ class Controller:
     ) -> None:
         """A task the store says was launched, but the executor has no trace of."""
         if task.state is fw.AttemptState.CREATION_REQUESTED:
-            self._effects.append(self._launcher(job, task_name))  # recorded, never started
+            self._effects.append(_Launch(job, task_name))  # recorded, never started
             return
         code = task.kill_status.code if task.kill_status else int(ExitCode.POD_EXTERNAL_DELETED)
         verdict = self._exit_specs.current().for_code(
@@ -707,6 +769,14 @@ class Controller:
 
 
 # -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """An effect: start the current attempt of `task` (see `Controller._launch`)."""
+
+    job: ActiveJob
+    task: fw.TaskKey
 
 
 def _preempting_reason(victims: tuple[str, ...], owners: dict[str, ActiveJob]) -> WaitReason:

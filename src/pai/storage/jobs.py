@@ -103,11 +103,11 @@ class JobStorages:
         self._database = database
         self._credentials = credentials
 
-    def attach(self, job_id: int, launch: TaskLaunch) -> TaskLaunch:
-        """`launch` with the storages of job `job_id`."""
+    def of_job(self, job_id: int) -> TaskStorages:
+        """What each task of job `job_id` gets from its storages (read once for all of them)."""
         with self._database.reading() as session:
             rows = storages.job_storages(session, job_id)
-        return task_storages(rows, self._credentials).attach(launch)
+        return task_storages(rows, self._credentials)
 
 
 def task_storages(rows: Sequence[JobStorageRow], credentials: Credentials) -> TaskStorages:
