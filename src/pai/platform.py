@@ -27,7 +27,7 @@ from pai.monitoring.monitor import Monitor
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
-from pai.scheduler.scheduler import Scheduler
+from pai.scheduler.pai import build_scheduler
 from pai.server import create_app
 from pai.server.context import ServerContext
 from pai.server.middleware import RequestTimingMiddleware
@@ -84,7 +84,9 @@ def build_controller(
     engine = open_engine(settings, cluster, exit_specs)
     controller = Controller(
         database,
-        Scheduler(cluster),
+        build_scheduler(
+            settings.scheduler, cluster, reserve_after_s=settings.scheduler_reserve_after
+        ),
         engine.executor,
         SecretBox(load_secret_key(settings)),
         ControllerSettings(),

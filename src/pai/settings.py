@@ -25,16 +25,23 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_MONITOR_RETENTION_DAYS`: days usage history is kept; 7.
 - `PAI_ALERT_ACTIONS`: the administrator's alert actions; `$PAI_HOME/alert-actions.yaml`.
 - `PAI_PUBLIC_URL`: the portal's address as users reach it, for links in e-mails; none.
+- `PAI_SCHEDULER`: the controller's scheduling policy, `pai` (the default), `hived-oppo` or
+  `hived` (see docs/scheduling.md).
+- `PAI_SCHEDULER_RESERVE_AFTER`: under `pai`, seconds a job may wait in its VC before cells
+  are reserved for it; 3600.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pai.errors import ConfigurationError
+from pai.scheduler.pai import DEFAULT_STARVATION_AFTER_S
+from pai.scheduler.pai import POLICIES as SCHEDULER_POLICIES
 
 MIN_SECRET_KEY_LENGTH = 32
 MIN_PASSWORD_LENGTH = 6
@@ -64,6 +71,8 @@ class Settings:
     monitor_retention_days: int = 7
     alert_actions: Path | None = None
     public_url: str = ""
+    scheduler: str = "pai"
+    scheduler_reserve_after: float = DEFAULT_STARVATION_AFTER_S
 
     @property
     def alert_actions_path(self) -> Path:
@@ -91,6 +100,16 @@ class Settings:
         if self.log_level not in LOG_LEVELS:
             raise ConfigurationError(
                 f"PAI_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if self.scheduler not in SCHEDULER_POLICIES:
+            raise ConfigurationError(
+                f"PAI_SCHEDULER: must be one of {', '.join(SCHEDULER_POLICIES)}, "
+                f"got {self.scheduler!r}"
+            )
+        if not 0 <= self.scheduler_reserve_after < math.inf:
+            raise ConfigurationError(
+                "PAI_SCHEDULER_RESERVE_AFTER: must be a number of seconds >= 0, "
+                f"got {self.scheduler_reserve_after:g}"
             )
         if self.engine not in ENGINES:
             raise ConfigurationError(
@@ -142,6 +161,10 @@ class Settings:
             ),
             alert_actions=Path(env["PAI_ALERT_ACTIONS"]) if env.get("PAI_ALERT_ACTIONS") else None,
             public_url=env.get("PAI_PUBLIC_URL") or "",
+            scheduler=(env.get("PAI_SCHEDULER") or cls.scheduler).lower(),
+            scheduler_reserve_after=_float(
+                env, "PAI_SCHEDULER_RESERVE_AFTER", cls.scheduler_reserve_after
+            ),
         )
 
 

@@ -18,6 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+MIN_RUN_S = 1.0
+"""Shorter runs are gang roll-backs (a group placed, then released since another of its job's
+groups had to wait), not runs: they neither end a wait nor teach a run time."""
+
 ViewKey = tuple[str, str]
 """(VC, chain): the cells a reservation is made in."""
 
@@ -41,6 +45,7 @@ class _Running:
     leaves: int
     started_s: float
     end_s: float | None  # expected; None when neither declared nor learned yet
+    waiting_since_s: float | None
 
 
 class ReservationBook:
@@ -66,27 +71,33 @@ class ReservationBook:
         self, group: str, view: ViewKey | None, leaves: int, run_s: float | None, now: float
     ) -> None:
         """The group got cells (`view` None: not guaranteed cells of a VC, nothing to count)."""
-        self._waiting_since.pop(group, None)
-        for key, reservation in list(self.reservations.items()):
-            if reservation.group == group:
-                del self.reservations[key]
+        since = self._waiting_since.get(group)
+        self.forget(group)
         if view is None:
-            return
-        if run_s is None:
+            view = ("", "")  # not counted in any VC's cells: only remembered
+        elif run_s is None:
             run_s = self.learned_run_s(view[0])
         end = None if run_s is None else now + run_s
-        self._running[group] = _Running(view, leaves, now, end)
+        self._running[group] = _Running(view, leaves, now, end, since)
         self._by_view.setdefault(view, set()).add(group)
 
     def ended(self, group: str, now: float) -> None:
-        """The group released its cells; how long it ran teaches its VC's typical run time."""
-        self._waiting_since.pop(group, None)
+        """The group released its cells (or gave up waiting); how long it ran teaches its VC's
+        typical run time."""
+        self.forget(group)
         running = self._running.pop(group, None)
         if running is None:
             return
         self._by_view[running.view].discard(group)
-        total, count = self._learned.get(running.view[0], (0.0, 0))
-        self._learned[running.view[0]] = (total + now - running.started_s, count + 1)
+        ran = now - running.started_s
+        if ran < MIN_RUN_S:
+            if running.waiting_since_s is not None:
+                self._waiting_since[group] = running.waiting_since_s
+            return
+        vc = running.view[0]
+        if vc:
+            total, count = self._learned.get(vc, (0.0, 0))
+            self._learned[vc] = (total + ran, count + 1)
 
     def forget(self, group: str) -> None:
         """The group left the queue without running (e.g. it was stopped)."""
@@ -174,7 +185,12 @@ def describe_start(reservation: Reservation, now: float) -> str:
     when = _duration(wait)
     if reservation.after is None:
         return f"estimated start: {when}, once its VC's free cells take the shape it needs"
-    return f"estimated start: {when}, after job {reservation.after} ends"
+    return f"estimated start: {when}, after job {job_of(reservation.after)} ends"
+
+
+def job_of(group: str) -> str:
+    """The job a group belongs to: groups are named `<job key>/<group>` (a replay's are bare)."""
+    return group.split("/", 1)[0]
 
 
 def _duration(seconds: float) -> str:

@@ -4,9 +4,9 @@ On top of `Scheduler` (every guaranteed group still gets its VC's cells, preempt
 there opportunistically):
 
 - *Overflow*: a guaranteed group that must wait in its VC runs as an opportunistic group on idle
-  cells of any VC instead, until their owner needs them. Preemption is made cheap by the caller:
-  the victim's tasks get their SIGTERM grace period, and a retried job can resume from its
-  previous attempt's output.
+  cells of any VC instead, until their owner needs them (it is then preempted and retried,
+  keeping its place in the queue). What a preemption costs depends on the job: one that saves
+  checkpoints loses only the work since its last one (the simulator models this).
 - *Reservations with backfill* (`pai.scheduler.backfill`): a group that has waited longer than
   `starvation_after_s` in its VC gets a reservation there; other groups of the VC start only if
   they do not push its estimated start back, and its wait reason tells that start.
@@ -17,19 +17,29 @@ what a group declares it needs (None: learned from its VC's finished groups).
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from pai.cluster.model import ClusterConfig
-from pai.scheduler.backfill import Reservation, ReservationBook, ViewKey, describe_start
+from pai.scheduler.backfill import (
+    Reservation,
+    ReservationBook,
+    ViewKey,
+    describe_start,
+    job_of,
+)
 from pai.scheduler.scheduler import Scheduler
 from pai.scheduler.types import (
     OPPORTUNISTIC_PRIORITY,
+    Allocation,
     Bind,
     Decision,
     GroupRequest,
+    GroupState,
     Placement,
+    RebuildResult,
     Wait,
     WaitKind,
     WaitReason,
@@ -46,6 +56,28 @@ RunTime = Callable[[GroupRequest], float | None]
 
 def no_declared_run_time(request: GroupRequest) -> float | None:
     return None
+
+
+POLICIES = ("pai", "hived-oppo", "hived")
+"""What a controller may run: `pai` (the default), `hived-oppo` (overflow without
+reservations) and `hived` (guarantees only: jobs wait while their VC is full)."""
+
+
+def build_scheduler(
+    policy: str,
+    cluster: ClusterConfig,
+    *,
+    reserve_after_s: float = DEFAULT_STARVATION_AFTER_S,
+    clock: Callable[[], float] = time.time,
+) -> Scheduler:
+    """The controller's scheduler for a policy name of `POLICIES`."""
+    if policy == "hived":
+        return Scheduler(cluster)
+    if policy == "hived-oppo":
+        return PaiScheduler(cluster, clock=clock, starvation_after_s=math.inf)
+    if policy == "pai":
+        return PaiScheduler(cluster, clock=clock, starvation_after_s=reserve_after_s)
+    raise ValueError(f"unknown scheduling policy {policy!r}; policies: {', '.join(POLICIES)}")
 
 
 class PaiScheduler(Scheduler):
@@ -107,6 +139,18 @@ class PaiScheduler(Scheduler):
         super().release(group_name)
         self.book.ended(group_name, self.clock())
 
+    def rebuild(self, allocations: Iterable[Allocation]) -> RebuildResult:
+        """Restore running groups (see `Scheduler.rebuild`); waits and reservations start over."""
+        result = super().rebuild(allocations)
+        self.book = ReservationBook(self.book.starvation_after_s)
+        now = self.clock()
+        for name, group in sorted(self._groups.items()):
+            request = group.request
+            if group.state is GroupState.ALLOCATED and not group.downgraded:
+                view = self._view_key(request)
+                self.book.started(name, view, request.leaf_cells, self.run_time(request), now)
+        return result
+
     def _view_key(self, request: GroupRequest) -> ViewKey | None:
         """The VC cells a guaranteed, non-pinned group is placed in (its first chain)."""
         if request.opportunistic or request.pinned_cell_id is not None:
@@ -124,8 +168,8 @@ def _reserved_reason(reservation: Reservation, now: float) -> WaitReason:
     start = describe_start(reservation, now)
     return WaitReason(
         WaitKind.VC_QUOTA,
-        f"VC '{vc}' keeps cells for job {reservation.group}, which has waited longest; this job "
-        f"may use them only if it ends before that job starts ({start}).",
+        f"VC '{vc}' keeps cells for job {job_of(reservation.group)}, which has waited longest; "
+        f"this job may use them only if it ends before that job starts ({start}).",
         {RESERVED_FOR: reservation.group, **_start_details(reservation)},
     )
 

@@ -42,6 +42,7 @@ class _Job:
     """A trace job while it is in the replay."""
 
     __slots__ = (
+        "charged_attempt",
         "index",
         "keys",
         "machine",
@@ -67,6 +68,7 @@ class _Job:
         self.opportunistic = False  # ever ran as an opportunistic job
         self.keys: dict[fw.TaskKey, str] = {}  # executor key of each live task attempt
         self.progress_s = 0.0  # work saved by checkpoints, resumed by the next attempt
+        self.charged_attempt = -1  # the last attempt whose preemption was accounted for
 
     @property
     def remaining_s(self) -> float:
@@ -396,9 +398,12 @@ class Replay:
         self._preempting[request.name] = (job, request)
         for name in decision.victims:
             victim = self._active[name]
-            running_since = victim.machine.attempt.running_at
-            if running_since is not None:
-                ran = self._clock.now - running_since
+            attempt = victim.machine.attempt
+            running_since = attempt.running_at
+            if running_since is not None and victim.charged_attempt != attempt.attempt_id:
+                # (a victim still being stopped may be named again by another preemptor)
+                victim.charged_attempt = attempt.attempt_id
+                ran = min(self._clock.now - running_since, victim.remaining_s)
                 saved = self.policy.checkpointed(ran)
                 victim.progress_s += saved
                 lost = victim.trace.gpus * (ran - saved)
