@@ -47,7 +47,7 @@ STREAM = trace(
 
 
 def test_a_large_job_is_not_starved_by_a_stream_of_small_ones() -> None:
-    hived, hived_jobs = run("hived", two_vcs_two_nodes(), STREAM)
+    _, hived_jobs = run("hived", two_vcs_two_nodes(), STREAM)
     pai, pai_jobs = run("pai", two_vcs_two_nodes(), STREAM)
 
     assert hived_jobs["big"].start_s >= 500 * 29  # only once the stream has dried up
