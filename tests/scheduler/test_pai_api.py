@@ -41,8 +41,9 @@ def test_the_wait_reason_tells_when_a_starving_job_is_expected_to_start(
         assert job["jobStatus"]["state"] == "WAITING"
         assert reason is not None, "no wait reason"
         # `short` ran about a second: `long` is overdue, so the start is imminent
-        assert "estimated start: in less than a minute, after job " + running + " ends" in (
-            reason["message"]
+        assert (
+            "estimated start: in less than a minute, after job " + running + " ends"
+            in (reason["message"])
         ), reason
         assert reason["details"]["estimated_start_after"] == f"{running}/default"
         assert abs(reason["details"]["estimated_start"] - time.time()) < 30

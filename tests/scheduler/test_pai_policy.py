@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scheduler_helpers import gpu_cluster, group
 
-from pai.scheduler import Bind, GroupRequest, Wait, WaitKind
+from pai.scheduler import Allocation, Bind, GroupRequest, Preempt, Wait, WaitKind
 from pai.scheduler.pai import PaiScheduler, build_scheduler
 from pai.scheduler.scheduler import Scheduler
 
@@ -103,8 +103,7 @@ def test_a_job_that_finds_its_vc_full_runs_on_another_vcs_idle_cells() -> None:
     assert scheduler.snapshot().groups["a2"].priority == -1
 
     owner = scheduler.schedule(group("b1", "b", 10, 8))  # b wants its node back
-    assert not isinstance(owner, Wait) and not isinstance(owner, Bind)
-    assert owner.victims == ("a2",)
+    assert isinstance(owner, Preempt) and owner.victims == ("a2",)
 
 
 def test_the_old_policies_stay_selectable() -> None:
@@ -118,3 +117,23 @@ def test_the_old_policies_stay_selectable() -> None:
     _run(oppo, group("a2", "a", 10, 8))
     waiting = oppo.schedule(group("a3", "a", 10, 8))
     assert isinstance(waiting, Wait) and "estimated start" not in waiting.reason.message
+
+
+def test_after_a_restart_an_overflowed_job_is_opportunistic_again() -> None:
+    """The controller stores the job's own (guaranteed) request with the placement it got."""
+    cluster = gpu_cluster(1, 2, {"a": {"nodes": 1}, "b": {"nodes": 1}})
+    scheduler = build_scheduler("pai", cluster)
+    stored = []
+    for name in ("a1", "a2"):  # a2 overflows onto b's node
+        request = group(name, "a", 10, 8)
+        decision = scheduler.schedule(request)
+        assert isinstance(decision, Bind)
+        scheduler.allocate(name, decision.placement)
+        stored.append(Allocation(request, decision.placement))
+
+    restarted = build_scheduler("pai", cluster)
+    result = restarted.rebuild(stored)
+    assert result.downgraded == ("a2",) and not result.rejected
+    assert restarted.snapshot().groups["a2"].priority == -1
+    preempt = restarted.schedule(group("b1", "b", 10, 8))
+    assert isinstance(preempt, Preempt) and preempt.victims == ("a2",)
