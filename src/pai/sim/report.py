@@ -206,8 +206,8 @@ def render_report(
         "- Idle GPUs while jobs wait: time-averaged free GPUs while some job waited. Fragmented "
         "GPUs: time-averaged free GPUs on nodes with fewer free GPUs than the smallest waiting "
         "pod needs. Per VC: free GPUs anywhere in the cluster while a job of that VC waited.",
-        f"- {LARGE_JOB_GPUS}+ GPU jobs: jobs of at least {LARGE_JOB_GPUS} GPUs, the ones a stream of "
-        "small jobs can starve; their 99th percentile and longest queuing delay.",
+        f"- {LARGE_JOB_GPUS}+ GPU jobs: jobs of at least {LARGE_JOB_GPUS} GPUs, the ones a stream "
+        "of small jobs can starve; their 99th percentile and longest queuing delay.",
         "- GPU-hours lost: GPU time of preempted attempts that no checkpoint saved (all of it when "
         "the policy restarts preempted jobs from scratch), counted against the victim's VC.",
         "",
