@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from scheduler_helpers import gpu_cluster, group
 
+from pai.errors import ConfigurationError
 from pai.scheduler import Allocation, Bind, GroupRequest, Preempt, Wait, WaitKind
 from pai.scheduler.pai import PaiScheduler, build_scheduler
 from pai.scheduler.scheduler import Scheduler
+from pai.settings import Settings
 
 MINUTE = 60.0
 
@@ -137,3 +142,13 @@ def test_after_a_restart_an_overflowed_job_is_opportunistic_again() -> None:
     assert restarted.snapshot().groups["a2"].priority == -1
     preempt = restarted.schedule(group("b1", "b", 10, 8))
     assert isinstance(preempt, Preempt) and preempt.victims == ("a2",)
+
+
+def test_a_wrong_policy_setting_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"PAI_SCHEDULER: must be one of pai, hived-oppo"):
+        Settings.from_env({"PAI_HOME": str(tmp_path), "PAI_SCHEDULER": "slurm"})
+    with pytest.raises(ConfigurationError, match=r"PAI_SCHEDULER_RESERVE_AFTER: must be"):
+        Settings.from_env({"PAI_HOME": str(tmp_path), "PAI_SCHEDULER_RESERVE_AFTER": "-5"})
+    chosen = Settings.from_env({"PAI_HOME": str(tmp_path), "PAI_SCHEDULER": "HiveD"})
+    assert chosen.scheduler == "hived"
+    assert Settings.from_env({"PAI_HOME": str(tmp_path)}).scheduler == "pai"
