@@ -12,7 +12,8 @@ there opportunistically):
   they do not push its estimated start back, and its wait reason tells that start.
 
 `clock` gives the current time (the controller's clock, or a replay's virtual one); `run_time`
-what a group declares it needs (None: learned from its VC's finished groups).
+what a group declares it needs (None: learned from its VC's finished groups). `overflow=False`
+leaves the overflow to the caller (a replay offers the opportunistic request itself).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ RunTime = Callable[[GroupRequest], float | None]
 
 
 def no_declared_run_time(request: GroupRequest) -> float | None:
+    """Jobs declare no run time (the job protocol has no field for it): all are learned."""
     return None
 
 
