@@ -1,5 +1,6 @@
 """Trace replay speed: the first 100,000 jobs of the Philly trace on the 2,490-GPU Philly cluster,
-through PAI's HiveD scheduler, its job state machine and the simulated executor.
+through PAI's default `pai` scheduling policy (HiveD with overflow, checkpoint resume and
+reservations), its job state machine and the simulated executor.
 
     python benchmarks/sim.py            # Rich table
     python benchmarks/sim.py --json     # {"jobs", "gpus", "wall_seconds", "events_per_second", ...}
@@ -18,11 +19,11 @@ import time
 from pai.cluster import load_cluster
 from pai.sim.clusters import philly_cluster
 from pai.sim.engine import replay
-from pai.sim.policies import make_policy
+from pai.sim.policies import POLICIES, make_policy
 from pai.sim.traces import Trace, load_trace
 
 JOBS = 100_000
-POLICY = "hived"
+POLICY = "pai"
 
 
 def run(jobs: int, policy_name: str) -> dict[str, float | int | str]:
@@ -52,7 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--jobs", type=int, default=JOBS, help="replay the first N jobs")
-    parser.add_argument("--policy", default=POLICY, help="hived, hived-oppo, quota or private")
+    parser.add_argument("--policy", default=POLICY, help=f"one of {', '.join(POLICIES)}")
     args = parser.parse_args()
     result = run(args.jobs, args.policy)
     if args.json:

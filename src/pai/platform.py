@@ -34,7 +34,7 @@ from pai.orchestrator.term import ControllerTerm
 from pai.orchestrator.wakeups import WakeupListener
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
-from pai.scheduler.scheduler import Scheduler
+from pai.scheduler.pai import build_scheduler
 from pai.server import Lifespan, create_app
 from pai.server.context import ServerContext
 from pai.server.forwarding import ControllerForwarding
@@ -93,7 +93,9 @@ def build_controller(
     engine = open_engine(settings, cluster, exit_specs)
     controller = Controller(
         database,
-        Scheduler(cluster),
+        build_scheduler(
+            settings.scheduler, cluster, reserve_after_s=settings.scheduler_reserve_after
+        ),
         engine.executor,
         SecretBox(load_secret_key(settings)),
         ControllerSettings(),

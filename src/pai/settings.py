@@ -29,17 +29,24 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_PUBLIC_URL`: the portal's address as users reach it, for links in e-mails; none.
 - `PAI_CONTROLLER_LEASE_SECONDS`: how long a standby controller waits for a silent one before
   it takes over; 10.
+- `PAI_SCHEDULER`: the controller's scheduling policy, `pai` (the default), `hived-oppo` or
+  `hived` (see docs/scheduling.md).
+- `PAI_SCHEDULER_RESERVE_AFTER`: under `pai`, seconds a job may wait in its VC before cells
+  are reserved for it; 3600.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pai.errors import ConfigurationError
+from pai.scheduler.pai import DEFAULT_STARVATION_AFTER_S
+from pai.scheduler.pai import POLICIES as SCHEDULER_POLICIES
 
 MIN_SECRET_KEY_LENGTH = 32
 MIN_PASSWORD_LENGTH = 6
@@ -77,6 +84,8 @@ class Settings:
     public_url: str = ""
     controller_lease_seconds: float = 10.0
     """How long a controller that stopped renewing keeps the lease before a standby takes over."""
+    scheduler: str = "pai"
+    scheduler_reserve_after: float = DEFAULT_STARVATION_AFTER_S
 
     @property
     def alert_actions_path(self) -> Path:
@@ -104,6 +113,16 @@ class Settings:
         if self.log_level not in LOG_LEVELS:
             raise ConfigurationError(
                 f"PAI_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if self.scheduler not in SCHEDULER_POLICIES:
+            raise ConfigurationError(
+                f"PAI_SCHEDULER: must be one of {', '.join(SCHEDULER_POLICIES)}, "
+                f"got {self.scheduler!r}"
+            )
+        if not 0 <= self.scheduler_reserve_after < math.inf:
+            raise ConfigurationError(
+                "PAI_SCHEDULER_RESERVE_AFTER: must be a number of seconds >= 0, "
+                f"got {self.scheduler_reserve_after:g}"
             )
         if self.engine not in ENGINES:
             raise ConfigurationError(
@@ -164,6 +183,10 @@ class Settings:
             ),
             alert_actions=Path(env["PAI_ALERT_ACTIONS"]) if env.get("PAI_ALERT_ACTIONS") else None,
             public_url=env.get("PAI_PUBLIC_URL") or "",
+            scheduler=(env.get("PAI_SCHEDULER") or cls.scheduler).lower(),
+            scheduler_reserve_after=_float(
+                env, "PAI_SCHEDULER_RESERVE_AFTER", cls.scheduler_reserve_after
+            ),
         )
 
 

@@ -156,6 +156,9 @@ def server_settings(home: Path, database_url: str | None = None, **overrides: An
         "secret_key": secrets.token_hex(32),
         "login_rate_limit": 10_000,
         "submission_rate_limit": 10_000,
+        # Tests expect a job to wait while its VC is full; under the default `pai` policy it
+        # would run on another VC's idle cells instead (tests/scheduler cover `pai`).
+        "scheduler": "hived",
     }
     values.update(overrides)
     return Settings(**values)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 NAMED_CLUSTERS = ("philly", "itp")
 DEFAULT_CLUSTER = {"philly-vc": "philly", "itp": "itp"}
-DEFAULT_POLICIES = "hived,quota,private"
+DEFAULT_POLICIES = "pai,hived,quota,private"
 DEFAULT_OUT = Path("sim-report")
 
 
@@ -268,7 +268,9 @@ def sim(
 ) -> None:
     """Replay a job trace through PAI's scheduler and baselines in virtual time.
 
-    hived: PAI's scheduler, every job guaranteed in its VC's cells.
+    pai: PAI's default: hived-oppo, with preempted jobs resuming from their last checkpoint and
+    reservations with backfill for jobs that waited too long.
+    hived: HiveD's guarantees alone, every job in its VC's cells.
     hived-oppo: the same, and jobs overflow onto idle cells as opportunistic jobs.
     quota: GPU-count quotas without topology, placed anywhere (the baseline).
     private: each VC alone on its share (the reference of the sharing anomaly).

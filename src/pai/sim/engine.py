@@ -22,6 +22,7 @@ from pai.executors.base import KillReason, TaskEvent, TaskEventKind, TaskLaunch
 from pai.executors.simulated import SimulatedExecutor, VirtualClock
 from pai.orchestrator import framework as fw
 from pai.scheduler.admission import CapacityIndex
+from pai.scheduler.pai import RESERVED_FOR, PaiScheduler
 from pai.scheduler.types import Bind, GroupRequest, Placement, Preempt
 from pai.sim.policies import Policy
 from pai.sim.queue import CLUSTER, Order, Scope, Shape, WaitingQueue, vc_scope
@@ -41,12 +42,14 @@ class _Job:
     """A trace job while it is in the replay."""
 
     __slots__ = (
+        "charged_attempt",
         "index",
         "keys",
         "machine",
         "opportunistic",
         "order",
         "placement",
+        "progress_s",
         "requests",
         "shape",
         "trace",
@@ -64,6 +67,12 @@ class _Job:
         self.placement: Placement | None = None
         self.opportunistic = False  # ever ran as an opportunistic job
         self.keys: dict[fw.TaskKey, str] = {}  # executor key of each live task attempt
+        self.progress_s = 0.0  # work saved by checkpoints, resumed by the next attempt
+        self.charged_attempt = -1  # the last attempt whose preemption was accounted for
+
+    @property
+    def remaining_s(self) -> float:
+        return self.trace.duration_s - self.progress_s
 
     @property
     def name(self) -> str:
@@ -148,10 +157,25 @@ class Replay:
         self._decisions = 0
         self._events = 0
         self._idle_waiting = 0  # free GPUs while jobs wait, as of the last instant
+        self._waiting: Counter[str] = Counter()  # waiting jobs per VC
+        self._waiting_vcs: list[str] = []  # VCs with waiting jobs, as of the last instant
+        self._vc_idle_waiting: dict[str, float] = {}  # GPU-seconds idle while the VC waits
+        self._vc_lost: dict[str, float] = {}  # GPU-seconds lost to preemption, per VC
         self._unusable = 0  # free GPUs no waiting pod fits on, as of the last instant
         self._integrals = [0.0, 0.0, 0.0]  # allocated, idle while waiting, unusable
         self._lost_gpu_seconds = 0.0  # run by attempts that were preempted
         self._series: tuple[list[float], list[int]] = ([], [])
+        if isinstance(policy.scheduler, PaiScheduler):
+            policy.scheduler.clock = self._now
+            policy.scheduler.run_time = self._declared_run_time
+
+    def _now(self) -> float:
+        return self._clock.now
+
+    def _declared_run_time(self, request: GroupRequest) -> float | None:
+        """What a trace job "declares": its remaining trace duration (an exact estimate)."""
+        job = self._active.get(request.name)
+        return None if job is None else job.remaining_s
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -202,6 +226,10 @@ class Replay:
             self._integrals[0] += self._usage.allocated * elapsed
             self._integrals[1] += self._idle_waiting * elapsed
             self._integrals[2] += self._unusable * elapsed
+            for vc in self._waiting_vcs:
+                self._vc_idle_waiting[vc] = (
+                    self._vc_idle_waiting.get(vc, 0.0) + self._idle_waiting * elapsed
+                )
         self._clock.advance_to(now)
 
     def _observe(self, now: float) -> None:
@@ -209,9 +237,11 @@ class Replay:
         smallest = self._queue.smallest_waiting_pod()
         if smallest is None:
             self._idle_waiting = self._unusable = 0
+            self._waiting_vcs = []
         else:
             self._idle_waiting = usage.gpus - usage.allocated
             self._unusable = usage.unusable(smallest)
+            self._waiting_vcs = [vc for vc, count in self._waiting.items() if count]
         times, values = self._series
         if not values or values[-1] != usage.allocated:
             times.append(now)
@@ -244,12 +274,16 @@ class Replay:
         return policy
 
     def _run_time(self, task: TaskLaunch) -> float:
-        return self._active[task.job].trace.duration_s
+        return self._active[task.job].remaining_s
+
+    def _wait(self, job: _Job) -> None:
+        self._waiting[job.vc] += 1
+        self._queue.push(job, job.order, (job.vc, job.order[0], job.shape), job.shape)
 
     def _carry_out(self, job: _Job, actions: Iterable[fw.Action]) -> None:
         for action in actions:
             if isinstance(action, fw.RequestPlacement):
-                self._queue.push(job, job.order, (job.vc, job.order[0], job.shape), job.shape)
+                self._wait(job)
             elif isinstance(action, fw.Launch):
                 self._launch(job, action.task)
             elif isinstance(action, fw.Kill):
@@ -337,13 +371,18 @@ class Replay:
             self._decisions += 1
             decision = self.policy.scheduler.schedule(request)
             if isinstance(decision, Bind):
+                self._waiting[job.vc] -= 1
                 self.policy.scheduler.allocate(request.name, decision.placement)
                 self._place(job, request, decision.placement)
                 return None
             if isinstance(decision, Preempt):
+                self._waiting[job.vc] -= 1
                 self._preempt(job, request, decision)
                 return None
             scope = self.policy.wait_scope(request, decision.reason)
+            if RESERVED_FOR in decision.reason.details:
+                scopes.append(scope)  # a shorter job of the same shape may still backfill
+                continue
             failures.record(scope, job.shape, request.priority, request.opportunistic)
             scopes.append(scope)
         return scopes
@@ -359,9 +398,17 @@ class Replay:
         self._preempting[request.name] = (job, request)
         for name in decision.victims:
             victim = self._active[name]
-            running_since = victim.machine.attempt.running_at
-            if running_since is not None:
-                self._lost_gpu_seconds += victim.trace.gpus * (self._clock.now - running_since)
+            attempt = victim.machine.attempt
+            running_since = attempt.running_at
+            if running_since is not None and victim.charged_attempt != attempt.attempt_id:
+                # (a victim still being stopped may be named again by another preemptor)
+                victim.charged_attempt = attempt.attempt_id
+                ran = min(self._clock.now - running_since, victim.remaining_s)
+                saved = self.policy.checkpointed(ran)
+                victim.progress_s += saved
+                lost = victim.trace.gpus * (ran - saved)
+                self._lost_gpu_seconds += lost
+                self._vc_lost[victim.vc] = self._vc_lost.get(victim.vc, 0.0) + lost
             tasks = list(victim.machine.tasks)
             self._carry_out(
                 victim, fw.on_preempted(victim.machine, tasks, request.name, self._clock.now)
@@ -378,7 +425,7 @@ class Replay:
                 self.policy.scheduler.allocate(name, decision.placement)
                 self._place(job, request, decision.placement)
             else:
-                self._queue.push(job, job.order, (job.vc, job.order[0], job.shape), job.shape)
+                self._wait(job)
 
     def _release(self, job: _Job) -> None:
         assert job.placement is not None
@@ -412,6 +459,8 @@ class Replay:
             allocated_gpu_seconds=self._integrals[0],
             vc_allocated_gpu_seconds=usage.close(now),
             idle_while_waiting_gpu_seconds=self._integrals[1],
+            vc_idle_while_waiting_gpu_seconds=dict(self._vc_idle_waiting),
+            vc_preempted_gpu_seconds=dict(self._vc_lost),
             fragmented_gpu_seconds=self._integrals[2],
             preempted_gpu_seconds=self._lost_gpu_seconds,
             allocation_series=self._series,

@@ -7,7 +7,10 @@
   quota instead (above 1 when it ran opportunistically beyond its quota);
 - idle GPUs while jobs wait, and fragmented GPUs (free, but on nodes too small for the smallest
   waiting pod): time averages, in GPUs;
-- preempted GPU-hours: work lost by attempts that were preempted (a preempted job restarts).
+- preempted GPU-hours: work lost by attempts that were preempted (since their last checkpoint
+  if the policy resumes jobs, else all of it); per VC, the work its jobs lost;
+- p99 and max queuing delay of large jobs (`LARGE_JOB_GPUS` GPUs or more): the jobs a stream of
+  small ones can starve.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from pai.sim.results import JobRecord, ReplayResult
 
 PRIVATE = "private"
+LARGE_JOB_GPUS = 8
 
 
 def percentile(ordered: Sequence[float], fraction: float) -> float:
@@ -48,6 +52,15 @@ def delay_stats(records: Sequence[JobRecord]) -> dict[str, float | None]:
         "queuing_delay_p50_s": _number(percentile(delays, 0.5)),
         "queuing_delay_p95_s": _number(percentile(delays, 0.95)),
         "jct_mean_s": _number(_mean([record.completion_time_s for record in records])),
+    }
+
+
+def large_job_stats(records: Sequence[JobRecord]) -> dict[str, float | None]:
+    delays = sorted(r.queuing_delay_s for r in records if r.gpus >= LARGE_JOB_GPUS)
+    return {
+        "large_jobs": len(delays),
+        "large_queuing_delay_p99_s": _number(percentile(delays, 0.99)),
+        "large_queuing_delay_max_s": _number(delays[-1] if delays else math.nan),
     }
 
 
@@ -83,10 +96,17 @@ def summarize(result: ReplayResult, private: ReplayResult | None = None) -> dict
             "jobs": len(jobs),
             "quota_gpus": quota,
             **stats,
+            **large_job_stats(jobs),
             "sharing_anomaly_s": None if extra is None else round(max(extra, 0.0), 1),
             "extra_delay_vs_private_s": None if extra is None else round(extra, 1),
             "gpu_allocation_rate": round(held / (quota * window), 4) if quota and window else None,
             "preemptions": sum(r.preemptions for r in jobs),
+            "preempted_gpu_hours": round(result.vc_preempted_gpu_seconds.get(vc, 0.0) / 3600, 1),
+            "idle_gpus_while_waiting": round(
+                result.vc_idle_while_waiting_gpu_seconds.get(vc, 0.0) / window, 1
+            )
+            if window
+            else None,
             "refused_jobs": result.refused.get(vc, 0),
         }
     anomalies = [v["sharing_anomaly_s"] for v in vcs.values() if v["sharing_anomaly_s"] is not None]
@@ -103,6 +123,7 @@ def summarize(result: ReplayResult, private: ReplayResult | None = None) -> dict
         if capacity
         else None,
         **delay_stats(result.jobs),
+        **large_job_stats(result.jobs),
         "max_sharing_anomaly_s": max(anomalies) if anomalies else None,
         "preemptions": sum(r.preemptions for r in result.jobs),
         "preempted_gpu_hours": round(result.preempted_gpu_seconds / 3600, 1),

@@ -8,6 +8,10 @@ controller makes on PAI's scheduler. For HiveD it *is* PAI's scheduler, `pai.sch
 - ``hived-oppo``: the same, and a job that finds no room in its VC's cells runs as an
   opportunistic job on idle cells of any VC if there are some, until a guaranteed job needs them
   (it is then preempted, and retried keeping its place in the queue).
+- ``pai``: PAI's default, `pai.scheduler.pai.PaiScheduler`: HiveD's guarantees, the same
+  overflow, jobs that resume from their last checkpoint when preempted (one every
+  `DEFAULT_CHECKPOINT_INTERVAL_S` of run time), and reservations with backfill for jobs that
+  waited longer than the starvation bound.
 - ``quota``: the capacity-scheduler baseline, `pai.sim.quota.QuotaScheduler`.
 - ``private``: PAI's scheduler on `pai.sim.private.private_cluster`, each VC alone on its share.
 """
@@ -20,6 +24,7 @@ from typing import Protocol
 
 from pai.cluster import ClusterConfig, load_cluster
 from pai.scheduler import Scheduler
+from pai.scheduler.pai import PaiScheduler
 from pai.scheduler.types import Decision, GroupRequest, Placement, WaitKind, WaitReason
 from pai.sim.private import private_cluster
 from pai.sim.queue import CLUSTER, Scope, vc_scope
@@ -39,6 +44,8 @@ class Policy:
     """A scheduler to replay through, on the cluster it was built for.
 
     `overflow`: jobs that wait in their VC may run opportunistically on idle cells.
+    `checkpoint_interval_s`: jobs save their work this often and a preempted job resumes from
+    its last save (None: it restarts from scratch).
     `vc_waits`: the wait kinds of guaranteed groups that only a release in their own VC can end
     (HiveD's VC safety: other VCs never take a VC's cells). Any other wait ends, at the earliest,
     with a release anywhere in the cluster.
@@ -49,6 +56,12 @@ class Policy:
     cluster: ClusterConfig
     overflow: bool = False
     vc_waits: frozenset[WaitKind] = frozenset()
+    checkpoint_interval_s: float | None = None
+
+    def checkpointed(self, ran_s: float) -> float:
+        """Of an attempt that ran `ran_s` before preemption, the work its checkpoints saved."""
+        interval = self.checkpoint_interval_s
+        return 0.0 if not interval else (ran_s // interval) * interval
 
     def wait_scope(self, request: GroupRequest, reason: WaitReason) -> Scope:
         if not request.opportunistic and reason.kind in self.vc_waits:
@@ -67,6 +80,22 @@ def _hived_oppo(cluster: ClusterConfig) -> Policy:
     return Policy("hived-oppo", Scheduler(cluster), cluster, True, HIVED_VC_WAITS)
 
 
+DEFAULT_CHECKPOINT_INTERVAL_S = 1800.0
+"""How often a replayed `pai` job saves its work: every 30 minutes of run time."""
+
+
+def _pai(cluster: ClusterConfig) -> Policy:
+    scheduler = PaiScheduler(cluster, overflow=False)  # the replay offers the overflow request
+    return Policy(
+        "pai",
+        scheduler,
+        cluster,
+        overflow=True,
+        vc_waits=HIVED_VC_WAITS,
+        checkpoint_interval_s=DEFAULT_CHECKPOINT_INTERVAL_S,
+    )
+
+
 def _quota(cluster: ClusterConfig) -> Policy:
     return Policy(
         "quota", QuotaScheduler(cluster), cluster, vc_waits=frozenset({WaitKind.VC_QUOTA})
@@ -81,6 +110,7 @@ def _private(cluster: ClusterConfig) -> Policy:
 POLICIES: dict[str, Callable[[ClusterConfig], Policy]] = {
     "hived": _hived,
     "hived-oppo": _hived_oppo,
+    "pai": _pai,
     "quota": _quota,
     "private": _private,
 }

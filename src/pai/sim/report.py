@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pai.sim.metrics import PRIVATE
+from pai.sim.metrics import LARGE_JOB_GPUS, PRIVATE
 from pai.sim.plots import series_labels
 from pai.sim.results import ReplayResult
 from pai.sim.traces import Trace
@@ -47,7 +47,8 @@ def _trace_section(trace: Trace, results: Sequence[ReplayResult]) -> list[str]:
         lines.append(f"- Cluster `{label}`: {gpus:,} GPUs shared by {vcs} VCs.")
     lines += [
         "- Each job is one gang of equal pods, each on one node; it runs for its trace duration "
-        "wherever it is placed, and a preempted job is retried from the start.",
+        "wherever it is placed; a preempted job is retried from the start, or under `pai` from "
+        "its last checkpoint.",
         "",
     ]
     return lines
@@ -66,6 +67,8 @@ def _summary_table(
             _minutes(s["queuing_delay_mean_s"]),
             _minutes(s["queuing_delay_p95_s"]),
             _minutes(s["jct_mean_s"]),
+            f"{_minutes(s['large_queuing_delay_p99_s'])} / "
+            f"{_minutes(s['large_queuing_delay_max_s'])}",
             _minutes(s["max_sharing_anomaly_s"]),
             f"{s['preemptions']:,}"
             + (f" ({s['preempted_gpu_hours']:,.0f} GPU-h lost)" if s["preemptions"] else ""),
@@ -84,6 +87,7 @@ def _summary_table(
         "mean delay (min)",
         "p95 delay (min)",
         "mean JCT (min)",
+        f"p99 / max delay, {LARGE_JOB_GPUS}+ GPU jobs (min)",
         "worst VC anomaly (min)",
         "preemptions",
         "idle GPUs while jobs wait",
@@ -92,12 +96,17 @@ def _summary_table(
     return ["## Summary", "", *_table(header, rows), ""]
 
 
+def _gpus(value: float | None) -> str:
+    return NONE if value is None else f"{value:,.0f}"
+
+
 def _per_vc_table(
     title: str,
     results: Sequence[ReplayResult],
     summaries: Sequence[Mapping[str, Any]],
     key: str,
     shown: Sequence[int],
+    show: Callable[[float | None], str] = _minutes,
 ) -> list[str]:
     labels = series_labels(results)
     vcs = sorted(
@@ -107,7 +116,7 @@ def _per_vc_table(
     rows = []
     for vc in vcs:
         first = summaries[0]["vcs"].get(vc, {})
-        cells = [_minutes(summaries[i]["vcs"].get(vc, {}).get(key)) for i in shown]
+        cells = [show(summaries[i]["vcs"].get(vc, {}).get(key)) for i in shown]
         rows.append(
             [f"`{vc}`", str(first.get("quota_gpus", 0)), f"{first.get('jobs', 0):,}", *cells]
         )
@@ -152,6 +161,36 @@ def render_report(
             "sharing_anomaly_s",
             shared,
         )
+    lines += _per_vc_table(
+        f"99th percentile queuing delay of {LARGE_JOB_GPUS}+ GPU jobs per VC (minutes)",
+        results,
+        summaries,
+        "large_queuing_delay_p99_s",
+        everything,
+    )
+    lines += _per_vc_table(
+        f"Longest queuing delay of a {LARGE_JOB_GPUS}+ GPU job per VC (minutes)",
+        results,
+        summaries,
+        "large_queuing_delay_max_s",
+        everything,
+    )
+    lines += _per_vc_table(
+        "Idle GPUs while the VC's jobs wait (time average over the replay)",
+        results,
+        summaries,
+        "idle_gpus_while_waiting",
+        everything,
+        _gpus,
+    )
+    lines += _per_vc_table(
+        "GPU-hours of the VC's work lost to preemption",
+        results,
+        summaries,
+        "preempted_gpu_hours",
+        shared,
+        _gpus,
+    )
     lines += ["## Plots", ""]
     for caption, image in images.items():
         lines += [f"![{caption}]({image})", ""]
@@ -166,7 +205,11 @@ def render_report(
         "submission to last completion).",
         "- Idle GPUs while jobs wait: time-averaged free GPUs while some job waited. Fragmented "
         "GPUs: time-averaged free GPUs on nodes with fewer free GPUs than the smallest waiting "
-        "pod needs.",
+        "pod needs. Per VC: free GPUs anywhere in the cluster while a job of that VC waited.",
+        f"- {LARGE_JOB_GPUS}+ GPU jobs: jobs of at least {LARGE_JOB_GPUS} GPUs, the ones a stream "
+        "of small jobs can starve; their 99th percentile and longest queuing delay.",
+        "- GPU-hours lost: GPU time of preempted attempts that no checkpoint saved (all of it when "
+        "the policy restarts preempted jobs from scratch), counted against the victim's VC.",
         "",
     ]
     return "\n".join(lines)

@@ -37,8 +37,9 @@ class ReplayResult:
     `allocated` of GPUs held by jobs; `idle_while_waiting` of free GPUs while some job waited;
     `fragmented` of free GPUs on nodes with fewer free GPUs than the smallest waiting pod, i.e.
     free but unusable by any waiting job; `preempted` of GPUs held by attempts that were then
-    preempted (work lost, since a preempted job starts again). `allocation_series` samples GPUs
-    held over time.
+    preempted and not saved by a checkpoint (work lost). Per VC: `vc_idle_while_waiting` counts
+    free GPUs while a job of that VC waited, `vc_preempted` the work its jobs lost.
+    `allocation_series` samples GPUs held over time.
     """
 
     policy: str
@@ -53,6 +54,8 @@ class ReplayResult:
     allocated_gpu_seconds: float = 0.0
     vc_allocated_gpu_seconds: dict[str, float] = field(default_factory=dict)
     idle_while_waiting_gpu_seconds: float = 0.0
+    vc_idle_while_waiting_gpu_seconds: dict[str, float] = field(default_factory=dict)
+    vc_preempted_gpu_seconds: dict[str, float] = field(default_factory=dict)
     fragmented_gpu_seconds: float = 0.0
     preempted_gpu_seconds: float = 0.0
     allocation_series: tuple[list[float], list[int]] = field(default_factory=lambda: ([], []))
