@@ -155,7 +155,8 @@ def create_platform_app(
     settings: Settings, cluster: ClusterConfig, *, routers: Sequence[APIRouter] = ()
 ) -> FastAPI:
     """The whole platform as one ASGI app; the controller runs while the app runs."""
-    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, storages
+    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, ssh, storages
+    from pai.server.routes.proxy import router as task_proxy
     from pai.web.routes import router as portal
 
     database = Database(settings.database_url)
@@ -184,9 +185,10 @@ def create_platform_app(
             storages.router,
             marketplace.router,
             audit.router,
+            ssh.router,
             *routers,
         ],
-        root_routers=[monitoring.metrics_router, portal],
+        root_routers=[monitoring.metrics_router, task_proxy, portal],
         services={Controller: controller, **watch.services()},
         lifespans=[seed_marketplace, run_controller],
         launcher_type=settings.engine,

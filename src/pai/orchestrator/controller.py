@@ -33,6 +33,7 @@ from pai.executors.base import (
     TaskPhase,
 )
 from pai.orchestrator import framework as fw
+from pai.orchestrator.access import task_access
 from pai.orchestrator.active import (
     ActiveJob,
     allocation_from_dict,
@@ -519,7 +520,8 @@ class Controller:
             key = task_key(job, task)
             try:
                 secrets = self._secrets_of(job)
-                launch = build_launch(job, task, secrets, self.executor.attempt_dir)
+                access = task_access(self.database, self._box, job)
+                launch = build_launch(job, task, secrets, self.executor.attempt_dir, access)
                 self.executor.launch(self._storages.attach(job.id, launch))
             except Exception as error:
                 log.warning("%s: launching %s failed: %s", job.framework_name, task, error)

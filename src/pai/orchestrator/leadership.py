@@ -117,9 +117,7 @@ class Leadership:
         try:
             with self._database.session() as session:
                 lease = session.scalar(
-                    select(ControllerLease)
-                    .where(ControllerLease.id == LEASE_ID)
-                    .with_for_update()
+                    select(ControllerLease).where(ControllerLease.id == LEASE_ID).with_for_update()
                 )
                 if lease is None or lease.holder != self.holder or lease.epoch != self.epoch:
                     self.epoch = None
