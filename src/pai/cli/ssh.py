@@ -8,7 +8,6 @@ with the remote command's exit code.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 import sys
@@ -76,7 +75,7 @@ def ssh(
             argv += ["-i", str(identity), "-o", "IdentitiesOnly=yes"]
         argv.append(f"{user}@{task.sshIp}")
         if command:
-            argv += ["--", shlex.join(command)]
+            argv += ["--", " ".join(command)]  # as ssh joins them: the remote shell splits
         code = subprocess.call(argv)
     raise typer.Exit(code)
 

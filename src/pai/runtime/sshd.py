@@ -103,9 +103,20 @@ async def run_session(process: asyncssh.SSHServerProcess[bytes]) -> None:
             env=env,
             start_new_session=True,
         )
-        await process.redirect(stdin=child.stdin, stdout=child.stdout, stderr=child.stderr)
+        assert child.stdout is not None and child.stderr is not None
+        await process.redirect(stdin=child.stdin)
+        # Output is copied here rather than redirected, so all of it is sent before the exit.
+        await asyncio.gather(
+            _copy(child.stdout, process.stdout), _copy(child.stderr, process.stderr)
+        )
         status = await child.wait()
     process.exit(status if status >= 0 else 128 - status)
+
+
+async def _copy(source: asyncio.StreamReader, target: asyncssh.SSHWriter[bytes]) -> None:
+    while data := await source.read(65536):
+        target.write(data)
+        await target.drain()
 
 
 async def _run_in_terminal(
