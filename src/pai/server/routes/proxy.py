@@ -52,6 +52,7 @@ HOP_BY_HOP = {
     "transfer-encoding",
     "upgrade",
 }
+NOT_FORWARDED = HOP_BY_HOP | {"authorization", "content-length"}
 PLATFORM_COOKIES = {SESSION_COOKIE, LOGIN_COOKIE}
 UPSTREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 
@@ -139,7 +140,8 @@ def _forwarded_headers(connection: HTTPConnection) -> list[tuple[str, str]]:
     headers = []
     for name, value in connection.headers.items():
         lowered = name.lower()
-        if lowered in HOP_BY_HOP or lowered == "authorization" or lowered.startswith("sec-"):
+        # sec-*: the browser's handshake and fetch metadata, which belong to this hop only
+        if lowered in NOT_FORWARDED or lowered.startswith("sec-"):
             continue
         if lowered == "cookie":
             value = _without_platform_cookies(value)
@@ -163,9 +165,8 @@ def _without_platform_cookies(header: str) -> str:
 def _target(upstream: Upstream, connection: HTTPConnection, scheme: str) -> httpx.URL:
     raw = (connection.scope.get("raw_path") or connection.scope["path"].encode()).decode("latin-1")
     query = connection.scope.get("query_string", b"").decode("latin-1")
-    return httpx.URL(
-        scheme=scheme, host=upstream.address, port=upstream.port, path=raw, query=query.encode()
-    )
+    url = httpx.URL(scheme=scheme, host=upstream.address, port=upstream.port, path=raw)
+    return url.copy_with(query=query.encode()) if query else url
 
 
 @router.api_route(PROXY_PATH, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -177,7 +178,9 @@ async def proxy_http(request: Request) -> Response:
         request.method,
         _target(upstream, request, "http"),
         headers=_forwarded_headers(request),
-        content=request.stream(),
+        # Read whole: a streamed body goes chunked, even an empty one, which servers that do
+        # not read request bodies (TensorBoard's) answer by resetting the connection.
+        content=await request.body(),
     )
     try:
         answer = await client.send(outgoing, stream=True)
