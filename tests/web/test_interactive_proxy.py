@@ -8,6 +8,7 @@ import http.client
 import time
 from collections.abc import Iterator
 
+import asyncssh
 import httpx
 import pytest
 from browsing import DESKTOP, ROOT, SCREENSHOTS, UPDATE_DOC_IMAGES, log_in
@@ -213,3 +214,34 @@ def test_the_jupyterlab_example_is_a_marketplace_template(proxied: Proxied) -> N
     names = {item.name for item in proxied.alice.market_items()}
 
     assert {"jupyterlab", "tensorboard"} <= names
+
+
+def test_the_job_page_offers_a_shell_and_the_web_port(proxied: Proxied, alice_page: Page) -> None:
+    port = proxied.jupyter.rstrip("/").rsplit("/", 1)[1]
+    alice_page.goto("/jobs/alice~jupyterlab")
+
+    doors = alice_page.get_by_role("region", name="Reach the tasks")
+    expect(doors.get_by_text("pai ssh alice~jupyterlab notebook 0")).to_be_visible()
+    link = doors.get_by_role("link", name=f"Open http {port}")
+    expect(link).to_have_attribute("href", proxied.jupyter)
+
+
+def test_ssh_keys_are_kept_on_the_account_page(alice_page: Page) -> None:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    page = alice_page
+    page.goto("/account")
+    keys = page.get_by_role("region", name="SSH keys")
+
+    keys.get_by_label("Title").fill("desk")
+    keys.get_by_label("Public key").fill("ssh-ed25519 not-a-key")
+    keys.get_by_role("button", name="Add SSH key").click()
+    expect(page.get_by_text("body.value: not an SSH public key")).to_be_visible()
+
+    keys.get_by_label("Title").fill("desk")
+    keys.get_by_label("Public key").fill(key.export_public_key().decode())
+    keys.get_by_role("button", name="Add SSH key").click()
+    expect(keys.get_by_role("row", name="desk")).to_contain_text(key.get_fingerprint())
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    keys.get_by_role("row", name="desk").get_by_role("button", name="Remove").click()
+    expect(page.get_by_text("SSH key 'desk' of user 'alice' is removed")).to_be_visible()
