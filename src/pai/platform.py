@@ -155,7 +155,16 @@ def create_platform_app(
     settings: Settings, cluster: ClusterConfig, *, routers: Sequence[APIRouter] = ()
 ) -> FastAPI:
     """The whole platform as one ASGI app; the controller runs while the app runs."""
-    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, ssh, storages
+    from pai.server.routes import (
+        audit,
+        clusters,
+        interactive,
+        jobs,
+        marketplace,
+        monitoring,
+        ssh,
+        storages,
+    )
     from pai.server.routes.proxy import router as task_proxy
     from pai.web.routes import router as portal
 
@@ -186,6 +195,7 @@ def create_platform_app(
             marketplace.router,
             audit.router,
             ssh.router,
+            interactive.router,
             *routers,
         ],
         root_routers=[monitoring.metrics_router, task_proxy, portal],

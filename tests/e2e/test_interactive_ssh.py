@@ -86,7 +86,7 @@ def wait_for_ssh(client: Client, name: str, tasks: int) -> SshInfo:
 @pytest.fixture(scope="module")
 def interactive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interactive]:
     directory = tmp_path_factory.mktemp("interactive-ssh")
-    platform = PaiUp(directory / "home", LOCAL_CLUSTER_FILE)
+    platform = PaiUp(directory / "home", LOCAL_CLUSTER_FILE, {"PAI_MONITOR_INTERVAL": "0.5"})
     platform.start()
     try:
         yield Interactive(platform, directory)
@@ -154,3 +154,16 @@ def test_the_ssh_info_needs_the_owner_or_an_admin(interactive: Interactive) -> N
     with mallory, pytest.raises(ForbiddenError, match="only alice"):
         mallory.ssh_info("alice~shell")
     assert interactive.info.keyNames == ["laptop"]
+
+
+def test_an_idle_shell_job_is_listed_as_idle_interactive(interactive: Interactive) -> None:
+    deadline = time.monotonic() + 30
+    while not interactive.alice.interactive_jobs(idle=True):
+        assert time.monotonic() < deadline, interactive.alice.interactive_jobs()
+        time.sleep(0.5)
+
+    result = interactive.pai.run("jobs", "--interactive", "--idle")
+
+    assert result.returncode == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if "alice~shell" in line]
+    assert "ssh" in row and "busy" not in row

@@ -96,6 +96,36 @@ def _index(text: str) -> int:
     return int(text)
 
 
+def list_interactive_jobs(
+    server: str | None, users: list[str], *, idle: bool, as_json: bool
+) -> None:
+    """`pai jobs --interactive [--idle]`: the jobs people work in, and how long each idled."""
+    with connect(server) as client:
+        asked: list[str | None] = [*users] or [None]
+        found = [job for user in asked for job in client.interactive_jobs(user, idle=idle)]
+    if as_json:
+        print_json(found)
+        return
+    if not found:
+        out().print("No idle interactive jobs." if idle else "No interactive jobs.", style="dim")
+        return
+    result = table("JOB", "VC", "PLUGINS", "STARTED", "IDLE FOR")
+    for job in found:
+        result.add_row(
+            job.name,
+            job.virtualCluster,
+            ", ".join(job.plugins),
+            timestamp(job.launchedTime),
+            "busy" if job.idleSeconds is None else _span(job.idleSeconds),
+        )
+    out().print(result)
+
+
+def _span(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
+
+
 @sshkey_app.command("list")
 def list_keys(server: ServerOption = None, as_json: JsonOption = False) -> None:
     """List the public keys in your profile."""

@@ -44,12 +44,34 @@ class SshKey(BaseModel):
     time: int | None = None
 
 
+class InteractiveJob(BaseModel):
+    """A running job with the ssh or tensorboard plugin (`GET /interactive-jobs`)."""
+
+    name: str
+    username: str
+    virtualCluster: str
+    plugins: list[str]
+    launchedTime: int | None = None
+    idleSeconds: int | None = None
+
+
 class SshApi(ApiBase):
     """Methods for SSH access to tasks (the job's owner or an admin)."""
 
     def ssh_info(self, name: str) -> SshInfo:
         framework = self._framework_name(name)
         return SshInfo.model_validate(self._transport.get(f"/jobs/{segment(framework)}/ssh"))
+
+    def interactive_jobs(
+        self, username: str | None = None, *, idle: bool = False
+    ) -> list[InteractiveJob]:
+        """Running ssh or tensorboard jobs (yours; everybody's for an admin), `idle` ones only
+        if asked; `idleSeconds` is None while a job works."""
+        params: dict[str, str] = {"idle": "true"} if idle else {}
+        if username:
+            params["username"] = username
+        answer = self._transport.get("/interactive-jobs", params)
+        return [InteractiveJob.model_validate(job) for job in answer]
 
     def ssh_keys(self, user: str | None = None) -> list[SshKey]:
         """The public keys in a profile (default: yours)."""
