@@ -8,7 +8,7 @@ import asyncio
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import asyncssh
@@ -22,10 +22,7 @@ from pai.sdk.errors import ForbiddenError
 from pai.sdk.ssh import SshContainer, SshInfo
 from server.harness import LOCAL_CLUSTER_FILE
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client (ssh)"),
-]
+pytestmark = pytest.mark.slow
 
 JOB = """\
 protocolVersion: 2
@@ -84,7 +81,11 @@ def wait_for_ssh(client: Client, name: str, tasks: int) -> SshInfo:
 
 
 @pytest.fixture(scope="module")
-def interactive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interactive]:
+def interactive(
+    tmp_path_factory: pytest.TempPathFactory, requirement: Callable[[bool, str], None]
+) -> Iterator[Interactive]:
+    # Inside the tasks (ssh worker-1) and for `pai ssh`.
+    requirement(shutil.which("ssh") is not None, "OpenSSH's client is not installed (ssh)")
     directory = tmp_path_factory.mktemp("interactive-ssh")
     platform = PaiUp(directory / "home", LOCAL_CLUSTER_FILE, {"PAI_MONITOR_INTERVAL": "0.5"})
     platform.start()

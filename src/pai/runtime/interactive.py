@@ -99,6 +99,8 @@ def ssh_commands(settings: SshSettings, access: TaskAccess) -> list[str]:
         f"pai_ssh_dir={SSH_DIR}",
         'mkdir -p -m 700 "$pai_ssh_dir"',
         'rm -f "$pai_ssh_dir/ready"',
+        # the job's private key leaves with the task
+        "trap 'rm -rf \"$pai_ssh_dir\"' EXIT",
         'export PATH="$pai_ssh_dir/bin:$PATH"',
         f'{python} -m pai.runtime.sshd "$pai_ssh_dir" >"$pai_ssh_dir/sshd.log" 2>&1 '
         f"<<'PAI_SSH_KEYS' &\n{json.dumps(keys)}\nPAI_SSH_KEYS",
