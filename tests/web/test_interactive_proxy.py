@@ -42,12 +42,17 @@ taskRoles:
                 lines = [self.path] + [f"{name}: {value}" for name, value in self.headers.items()]
                 body = "\\n".join(lines).encode()
                 self.send_response(200)
+                self.send_header("Set-Cookie", "pai_session=forged; Path=/")
+                self.send_header("Set-Cookie", "theme=light; Path=/")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
         address = (os.environ["PAI_CONTAINER_HOST_IP"], int(os.environ["PAI_CONTAINER_HOST_PORT"]))
         http.server.HTTPServer(address, Echo).serve_forever()
         PY
+extras:
+  com.microsoft.pai.runtimeplugin:
+    - {plugin: ssh, parameters: {jobssh: false}}
 """
 
 
@@ -157,7 +162,12 @@ def test_tensorboard_shows_the_event_files_of_the_job(proxied: Proxied, alice_pa
 def test_only_the_owner_and_admins_get_through(proxied: Proxied) -> None:
     assert proxied.until_up(proxied.echo).status_code == 200
     with proxied.platform.client() as admin:
-        assert proxied.get(proxied.echo, admin).status_code == 200
+        as_admin = proxied.get(proxied.echo, admin)
+    as_owner = proxied.get(proxied.echo, proxied.alice)
+    assert as_admin.status_code == 200 and as_owner.status_code == 200
+    # An administrator gets someone else's pages in a sandbox, away from the platform's origin.
+    assert as_admin.headers["content-security-policy"].startswith("sandbox ")
+    assert "content-security-policy" not in as_owner.headers
 
     refused = proxied.get(proxied.echo, proxied.bob)
     anonymous = proxied.get(proxied.echo, None)
@@ -174,6 +184,8 @@ def test_the_platform_credentials_stay_with_the_platform(proxied: Proxied) -> No
     assert "cookie: theme=dark" in echoed
     assert not [line for line in echoed if line.startswith("authorization")]
     assert proxied.alice.token is not None and proxied.alice.token.lower() not in answer.text
+    # The task cannot set the platform's session cookie either.
+    assert answer.headers.get_list("set-cookie") == ["theme=light; Path=/"]
 
 
 def raw_get(proxied: Proxied, path: str) -> int:
@@ -217,13 +229,17 @@ def test_the_jupyterlab_example_is_a_marketplace_template(proxied: Proxied) -> N
 
 
 def test_the_job_page_offers_a_shell_and_the_web_port(proxied: Proxied, alice_page: Page) -> None:
-    port = proxied.jupyter.rstrip("/").rsplit("/", 1)[1]
-    alice_page.goto("/jobs/alice~jupyterlab")
+    port = proxied.echo.rstrip("/").rsplit("/", 1)[1]
+    alice_page.goto("/jobs/alice~echo")
 
     doors = alice_page.get_by_role("region", name="Reach the tasks")
-    expect(doors.get_by_text("pai ssh alice~jupyterlab notebook 0")).to_be_visible()
+    expect(doors.get_by_text("pai ssh alice~echo web 0")).to_be_visible()
     link = doors.get_by_role("link", name=f"Open http {port}")
-    expect(link).to_have_attribute("href", proxied.jupyter)
+    expect(link).to_have_attribute("href", proxied.echo)
+    # The page follows the task's log; a server thread waits for the next line even after the
+    # page is gone, so a line is logged (the echo server logs each request) to release it.
+    alice_page.goto("about:blank")
+    assert proxied.get(proxied.echo, proxied.alice).status_code == 200
 
 
 def test_ssh_keys_are_kept_on_the_account_page(alice_page: Page) -> None:

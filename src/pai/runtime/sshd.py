@@ -177,13 +177,15 @@ def _resize(descriptor: int, size: tuple[int, int, int, int]) -> None:
 async def serve(directory: Path, keys: Mapping[str, Any]) -> None:
     address = os.environ["PAI_CONTAINER_HOST_IP"]
     port = int(os.environ["PAI_CONTAINER_SSH_PORT"])
-    authorized = "\n".join(keys["authorizedKeys"]) + "\n"
+    lines = "\n".join(keys["authorizedKeys"])
+    # No key at all (no jobssh, none in the profile yet) lets nobody in, and is no error.
+    authorized = asyncssh.import_authorized_keys(lines) if lines else asyncssh.SSHAuthorizedKeys()
     server = await asyncssh.create_server(
         asyncssh.SSHServer,
         address,
         port,
         server_host_keys=[asyncssh.import_private_key(keys["hostKey"])],
-        authorized_client_keys=asyncssh.import_authorized_keys(authorized),
+        authorized_client_keys=authorized,
         process_factory=run_session,
         encoding=None,
         password_auth=False,

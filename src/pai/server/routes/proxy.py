@@ -7,7 +7,12 @@ decided from the store alone: the task's recorded address, and the port only if 
 task holds; the path is passed on whole (the service serves under the same prefix: Jupyter's
 `base_url`, TensorBoard's `--path_prefix`) after dot segments and encoded separators, which
 could make an upstream resolve it elsewhere, are refused. The platform's own credentials (its
-session cookie, an `Authorization` header) are never passed on to the task.
+session cookie, an `Authorization` header) are never passed on to the task, and a task cannot
+set them.
+
+A task's pages are served from the platform's own origin. For its owner that is no risk beyond
+what the owner can do anyway; an administrator looking at someone else's task gets its pages
+sandboxed (a unique origin), so a hostile page cannot act with the administrator's session.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import websockets
-from fastapi import APIRouter, Request, WebSocket
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
@@ -54,6 +59,7 @@ HOP_BY_HOP = {
 }
 NOT_FORWARDED = HOP_BY_HOP | {"authorization", "content-length"}
 PLATFORM_COOKIES = {SESSION_COOKIE, LOGIN_COOKIE}
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 UPSTREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 
 
@@ -63,6 +69,8 @@ class Upstream:
 
     address: str
     port: int
+    sandboxed: bool
+    """The caller is not the job's owner (an administrator)."""
 
 
 def check_raw_path(raw_path: str) -> None:
@@ -86,7 +94,8 @@ def resolve_upstream(
     """The task's address and `port`, if the caller may reach them and the task holds it."""
     with context.database.reading() as session:
         row = find_job(session, framework_name)
-        if not caller.may_act_for(row.username):
+        owner = row.username
+        if not caller.may_act_for(owner):
             raise ForbiddenUserError(
                 f"only {row.username} (the owner) or an administrator may reach the tasks of "
                 f"job '{framework_name}'"
@@ -101,7 +110,7 @@ def resolve_upstream(
             f"task {role} #{index} of job '{framework_name}' holds no port {port}; "
             f"its ports: {', '.join(map(str, sorted(held)))}"
         )
-    return Upstream(str(where["address"]), port)
+    return Upstream(str(where["address"]), port, sandboxed=caller.username != owner)
 
 
 async def _upstream_for(connection: HTTPConnection) -> Upstream:
@@ -153,6 +162,10 @@ def _forwarded_headers(connection: HTTPConnection) -> list[tuple[str, str]]:
     return headers
 
 
+def _sets_platform_cookie(name: str, value: str) -> bool:
+    return name.lower() == "set-cookie" and value.split("=", 1)[0].strip() in PLATFORM_COOKIES
+
+
 def _without_platform_cookies(header: str) -> str:
     kept = [
         part.strip()
@@ -199,8 +212,10 @@ async def proxy_http(request: Request) -> Response:
     headers = [
         (name, value)
         for name, value in answer.headers.multi_items()
-        if name.lower() not in HOP_BY_HOP
+        if name.lower() not in HOP_BY_HOP and not _sets_platform_cookie(name, value)
     ]
+    if upstream.sandboxed:
+        headers.append(("content-security-policy", SANDBOX))
     response = StreamingResponse(
         answer.aiter_raw(), status_code=answer.status_code, background=BackgroundTask(close)
     )
@@ -274,5 +289,5 @@ async def _pump(browser: WebSocket, remote: ClientConnection) -> None:
         task.cancel()
     for task in done:
         task.exception()  # read: a connection that ended is how a session ends, not an error
-    with contextlib.suppress(RuntimeError):  # the browser went first
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):  # the browser went first
         await browser.close()
