@@ -97,7 +97,11 @@ def interactive(
 
 
 async def run_in_task(
-    task: SshContainer, key: asyncssh.SSHKey, known: asyncssh.SSHKnownHosts, command: str
+    task: SshContainer,
+    key: asyncssh.SSHKey,
+    known: asyncssh.SSHKnownHosts,
+    command: str,
+    term_type: str | None = None,
 ) -> asyncssh.SSHCompletedProcess:
     async with asyncssh.connect(
         task.sshIp,
@@ -108,7 +112,7 @@ async def run_in_task(
         agent_path=None,
         config=(),
     ) as connection:
-        return await connection.run(command, check=False)
+        return await connection.run(command, check=False, term_type=term_type)
 
 
 def test_a_key_from_the_profile_opens_task_0_which_reaches_task_1(
@@ -168,3 +172,15 @@ def test_an_idle_shell_job_is_listed_as_idle_interactive(interactive: Interactiv
     assert result.returncode == 0, result.stderr
     (row,) = [line for line in result.stdout.splitlines() if "alice~shell" in line]
     assert "ssh" in row and "busy" not in row
+
+
+def test_a_terminal_session_gets_a_terminal_of_its_own(interactive: Interactive) -> None:
+    task1 = interactive.info.container("worker", 1)
+    known = interactive.known_hosts(task1)
+    command = "tty; echo $TERM $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX; exit 4"
+
+    result = asyncio.run(run_in_task(task1, interactive.key, known, command, "xterm"))
+
+    assert result.exit_status == 4
+    lines = str(result.stdout).splitlines()
+    assert lines[0].startswith("/dev/pts/") and lines[1] == "xterm 1"
