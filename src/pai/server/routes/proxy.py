@@ -186,19 +186,22 @@ def _target(upstream: Upstream, connection: HTTPConnection, scheme: str) -> http
 async def proxy_http(request: Request) -> Response:
     """Pass the request to the task and stream its answer back."""
     upstream = await _upstream_for(request)
-    client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, follow_redirects=False, trust_env=False)
-    outgoing = client.build_request(
+    outgoing = httpx.Request(
         request.method,
         _target(upstream, request, "http"),
         headers=_forwarded_headers(request),
         # Read whole: a streamed body goes chunked, even an empty one, which servers that do
         # not read request bodies (TensorBoard's) answer by resetting the connection.
         content=await request.body(),
+        extensions={"timeout": UPSTREAM_TIMEOUT.as_dict()},
     )
+    # A transport rather than a client: no redirect is followed, no proxy from the
+    # environment is used, and no request line (which may carry a service's token) is logged.
+    transport = httpx.AsyncHTTPTransport()
     try:
-        answer = await client.send(outgoing, stream=True)
+        answer = await transport.handle_async_request(outgoing)
     except httpx.HTTPError as exc:
-        await client.aclose()
+        await transport.aclose()
         return Response(
             f"task service at port {upstream.port} did not answer: {type(exc).__name__}\n",
             status_code=502,
@@ -207,7 +210,7 @@ async def proxy_http(request: Request) -> Response:
 
     async def close() -> None:
         await answer.aclose()
-        await client.aclose()
+        await transport.aclose()
 
     headers = [
         (name, value)
