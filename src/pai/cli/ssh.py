@@ -30,6 +30,7 @@ def ssh(
         list[str],
         typer.Argument(
             help="JOB [ROLE [INDEX]], then `--` and a command to run instead of a shell.",
+            metavar="JOB [ROLE [INDEX]] [-- COMMAND...]",
             show_default=False,
         ),
     ],
