@@ -278,7 +278,17 @@ def api_app_from_environment() -> FastAPI:
 
 def _routers() -> tuple[list[APIRouter], list[APIRouter]]:
     """The API's routers (under `/api/v2`) and those at the root: metrics and the portal."""
-    from pai.server.routes import audit, clusters, jobs, marketplace, monitoring, storages
+    from pai.server.routes import (
+        audit,
+        clusters,
+        interactive,
+        jobs,
+        marketplace,
+        monitoring,
+        ssh,
+        storages,
+    )
+    from pai.server.routes.proxy import router as task_proxy
     from pai.web.routes import router as portal
 
     return (
@@ -289,6 +299,8 @@ def _routers() -> tuple[list[APIRouter], list[APIRouter]]:
             storages.router,
             marketplace.router,
             audit.router,
+            ssh.router,
+            interactive.router,
         ],
-        [monitoring.metrics_router, portal],
+        [monitoring.metrics_router, task_proxy, portal],
     )

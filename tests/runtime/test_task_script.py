@@ -111,7 +111,22 @@ def test_errors_never_show_a_secret() -> None:
 @pytest.mark.parametrize(
     ("plugins", "message"),
     [
-        ([plugin("ssh", jobssh=True)], "'ssh' is not supported here; supported: cmd, git"),
+        (
+            [plugin("teamwise_storage", storageConfigNames=["a"])],
+            "'teamwise_storage' is not supported here; supported: cmd, git, ssh, tensorboard",
+        ),
+        ([plugin("ssh", jobssh="yes")], "#1 (ssh).parameters.jobssh: expected true or false"),
+        ([plugin("ssh", sshbarrier=True)], "(ssh).parameters.sshbarrier: needs jobssh: true"),
+        (
+            [plugin("ssh", userssh={"type": "custom", "value": "ssh-rsa nonsense"})],
+            "(ssh).parameters.userssh.value: not an SSH public key",
+        ),
+        ([plugin("ssh", sshd=True)], "(ssh).parameters: unknown parameter(s) sshd"),
+        ([plugin("tensorboard", port=6006)], "(tensorboard).parameters.logdir: expected a mapping"),
+        (
+            [plugin("tensorboard", logdir={"run": "a"}, port="http")],
+            "(tensorboard).parameters.port: expected a port number, got 'http'",
+        ),
         (
             [plugin("cmd", preCommands=["a"], callbacks=[])],
             "#1 (cmd).parameters: use either callbacks or preCommands/postCommands",

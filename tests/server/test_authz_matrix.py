@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 import yaml
 
@@ -116,6 +117,11 @@ class World:
         with self.server.client(self.accounts["user"].token) as client:
             token: str = client.post("/tokens/application").json()["token"]
         return token
+
+
+def public_key() -> str:
+    key: str = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    return key
 
 
 @dataclass(frozen=True)
@@ -312,6 +318,36 @@ MARKET_CASES = [
 ]
 
 
+def on_user_keys(method: str, with_key: bool = False) -> Callable[[World, str], Call]:
+    """A call on the user's SSH keys; `with_key` adds one first and names it in the path."""
+
+    def build(world: World, role: str) -> Call:
+        path = f"/users/{world.accounts['user'].username}/sshkeys"
+        title = f"k{uuid.uuid4().hex[:8]}"
+        if with_key:
+            world.as_admin("POST", path, {"title": title, "value": public_key()})
+            return Call(method, f"{path}/{title}")
+        if method == "POST":
+            return Call(method, path, {"title": title, "value": public_key()})
+        return Call(method, path)
+
+    return build
+
+
+SSH_CASES = [
+    Case("GET /users/{user}/sshkeys", (401, 200, 403, 200), on_user_keys("GET")),
+    Case("POST /users/{user}/sshkeys", (401, 201, 403, 201), on_user_keys("POST")),
+    Case(
+        "DELETE /users/{user}/sshkeys/{title}",
+        (401, 200, 403, 200),
+        on_user_keys("DELETE", with_key=True),
+    ),
+    # The user's job has no ssh plugin: only who may see it learns that.
+    Case("GET /jobs/{job}/ssh", (401, 404, 403, 404), on_job("GET", "/ssh")),
+    Case("GET /interactive-jobs", (401, 200, 200, 200), fixed("GET", "/interactive-jobs")),
+]
+
+
 CASES = [
     Case("GET /info", (200, 200, 200, 200), fixed("GET", "/info")),
     Case("GET /authn/info", (200, 200, 200, 200), fixed("GET", "/authn/info")),
@@ -459,6 +495,7 @@ CASES = [
     Case("GET /cluster/nodes", (401, 200, 200, 200), fixed("GET", "/cluster/nodes")),
     *STORAGE_CASES,
     *MARKET_CASES,
+    *SSH_CASES,
 ]
 
 

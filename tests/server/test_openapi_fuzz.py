@@ -134,6 +134,7 @@ SEMANTIC_CHECKS = {
     "PUT /api/v2/cluster/nodes/{node}/cordon",
     "DELETE /api/v2/cluster/nodes/{node}/cordon",
     "GET /api/v2/cluster/usage",
+    "POST /api/v2/users/{username}/sshkeys",
 }
 """Operations that check more than the document can say, and answer 400 to a request of the
 right shape, as OpenPAI does: a wrong password (NoUserError, IncorrectPasswordError); a job
@@ -142,7 +143,8 @@ VC it fits in: InvalidProtocolError lists the problems); `START` of a job that h
 the storage and marketplace operations: a storage's `data` must fit its type and point at a
 directory or bucket that exists; a path inside a storage may not hold `.` or `..`; an upload
 goes at the upload's offset; an item's `protocol` must be a valid job. A node to cordon, and a VC
-whose usage is asked for, must be the cluster's."""
+whose usage is asked for, must be the cluster's. An SSH key must be a public key, under a title
+its user has not used yet."""
 
 
 @pytest.mark.slow

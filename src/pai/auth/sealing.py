@@ -31,6 +31,14 @@ class SecretBox:
             cluster_key
         )
         self._fernet = Fernet(base64.urlsafe_b64encode(derived))
+        self._cluster_key = cluster_key
+
+    def derive(self, purpose: bytes) -> bytes:
+        """32 bytes only this cluster key gives for `purpose`: material for keys that must be
+        the same after a restart (a job's SSH keys) without being stored anywhere."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(
+            self._cluster_key
+        )
 
     def seal(self, values: Mapping[str, Any]) -> str:
         return self._fernet.encrypt(json.dumps(dict(values)).encode()).decode()

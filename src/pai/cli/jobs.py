@@ -17,6 +17,7 @@ from pai.cli.session import (
     out,
     print_json,
 )
+from pai.cli.ssh import list_interactive_jobs
 
 JobArgument = Annotated[str, typer.Argument(help="The job: NAME (yours) or USER~NAME.")]
 TagArgument = Annotated[str, typer.Argument(help="The tag (no commas).")]
@@ -44,10 +45,22 @@ def jobs(
     everyone: Annotated[
         bool, typer.Option("--all", help="Jobs of every user (default: only yours).")
     ] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive", help="Running jobs with the ssh or tensorboard plugin, oldest first."
+        ),
+    ] = False,
+    idle: Annotated[
+        bool, typer.Option("--idle", help="With --interactive: only those idle right now.")
+    ] = False,
     server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List jobs, newest first."""
+    if interactive or idle:
+        list_interactive_jobs(server, comma_list(user), idle=idle, as_json=as_json)
+        return
     with connect(server) as client:
         mine = [client.username] if client.username else None
         users = comma_list(user) or (None if everyone else mine)

@@ -14,6 +14,7 @@ from pai.cli.market import market_app
 from pai.cli.monitoring import admin_app, alerts, monitoring_app
 from pai.cli.serve import serve_app
 from pai.cli.sim import sim
+from pai.cli.ssh import ssh, sshkey_app
 from pai.cli.storage import audit, storage_app
 from pai.cli.submit import submit
 from pai.cli.tokens import token_app
@@ -56,6 +57,8 @@ app.add_typer(token_app, rich_help_panel=ACCOUNT)
 
 for command in (submit, jobs, job, logs, wait, stop, tag, untag, events):
     app.command(rich_help_panel=JOBS)(command)
+app.command(rich_help_panel=JOBS)(ssh)
+app.add_typer(sshkey_app, rich_help_panel=ACCOUNT)
 
 app.command(rich_help_panel=CLUSTER)(vc)
 app.command(rich_help_panel=CLUSTER)(cluster)

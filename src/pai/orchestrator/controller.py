@@ -35,6 +35,7 @@ from pai.executors.base import (
     TaskPhase,
 )
 from pai.orchestrator import framework as fw
+from pai.orchestrator.access import task_access
 from pai.orchestrator.active import (
     ActiveJob,
     allocation_from_dict,
@@ -46,6 +47,7 @@ from pai.orchestrator.policy import job_policy
 from pai.protocol import JobSpec
 from pai.runtime.classification import Classification, ExitCode
 from pai.runtime.exitspec import ExitSpecSource
+from pai.runtime.interactive import TaskAccess
 from pai.runtime.ports import PortAllocator, PortAssignment, PortsExhaustedError
 from pai.scheduler.requests import RequestRefused, job_requests
 from pai.scheduler.scheduler import Scheduler
@@ -554,7 +556,7 @@ class Controller:
             return
         if self._launch_pool is None:
             self._launch_pool = ThreadPoolExecutor(LAUNCH_THREADS, "pai-launch")
-        of_job: dict[int, tuple[dict[str, Any], TaskStorages]] = {}
+        of_job: dict[int, tuple[dict[str, Any], TaskStorages, TaskAccess | None]] = {}
         started = []
         for launch in launches:
             try:
@@ -573,13 +575,21 @@ class Controller:
             self._watch_launches_until = time.monotonic() + self.settings.launch_watch
 
     def _prepare(
-        self, launch: _Launch, of_job: dict[int, tuple[dict[str, Any], TaskStorages]]
+        self,
+        launch: _Launch,
+        of_job: dict[int, tuple[dict[str, Any], TaskStorages, TaskAccess | None]],
     ) -> TaskLaunch:
         job = launch.job
         if job.id not in of_job:
-            of_job[job.id] = (self._secrets_of(job), self._storages.of_job(job.id))
-        secrets, storages = of_job[job.id]
-        return storages.attach(build_launch(job, launch.task, secrets, self.executor.attempt_dir))
+            of_job[job.id] = (
+                self._secrets_of(job),
+                self._storages.of_job(job.id),
+                task_access(self.database, self._box, job),
+            )
+        secrets, storages, access = of_job[job.id]
+        return storages.attach(
+            build_launch(job, launch.task, secrets, self.executor.attempt_dir, access)
+        )
 
     def _launch_failed(self, launch: _Launch, error: BaseException) -> None:
         job, task = launch.job, launch.task

@@ -10,6 +10,7 @@ from pai.executors.base import TaskLaunch
 from pai.orchestrator import framework as fw
 from pai.orchestrator.active import ActiveJob, task_key
 from pai.runtime.env import JobIdentity, TaskPlacement, build_task_env, roles_from_spec
+from pai.runtime.interactive import TaskAccess
 from pai.runtime.plugins import task_script_for_role
 from pai.runtime.ports import PortAllocator
 from pai.scheduler.types import PodPlacement
@@ -52,12 +53,14 @@ def build_launch(
     task: fw.TaskKey,
     secrets: Mapping[str, Any],
     attempt_dir: Callable[[str, str, str], Path],
+    access: TaskAccess | None = None,
 ) -> TaskLaunch:
     """The launch of the current attempt of `task`, which must have its placement recorded;
     its working and log directories go where `attempt_dir(node, job, key)` says.
 
     Peers are those tasks of the current job attempt that have a placement (all of them under
-    gang allocation). Secrets are substituted into the script here and nowhere else.
+    gang allocation). Secrets are substituted into the script here and nowhere else, and so are
+    the SSH keys in `access`.
     """
     machine = job.machine
     where = machine.tasks[task].current.placement
@@ -95,7 +98,7 @@ def build_launch(
         task_attempt=machine.tasks[task].current.attempt_id,
         node=where["node"],
         address=where["address"],
-        script=task_script_for_role(spec, task[0]),
+        script=task_script_for_role(spec, task[0], access),
         env=env,
         working_dir=working_dir,
         log_dir=directory / "logs",

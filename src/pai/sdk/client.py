@@ -13,11 +13,12 @@ from pai.sdk.identity import IdentityApi, LoginResult
 from pai.sdk.logs import LogsApi
 from pai.sdk.market import MarketApi
 from pai.sdk.monitoring import MonitoringApi
+from pai.sdk.ssh import SshApi
 from pai.sdk.storage import StorageApi
 from pai.sdk.transport import DEFAULT_TIMEOUT, Transport
 
 
-class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, StorageApi):
+class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, StorageApi, SshApi):
     """A client of one PAI server.
 
         from pai.sdk import Client

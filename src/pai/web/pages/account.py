@@ -1,5 +1,6 @@
-"""The visitor's own account: their rights, their password, and their tokens (application
-tokens for scripts and tools are created here; a new one is shown once, never again)."""
+"""The visitor's own account: their rights, their password, their tokens (application
+tokens for scripts and tools are created here; a new one is shown once, never again), and the
+SSH public keys their ssh-enabled jobs let in."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from pai.auth.directory import Directory
 from pai.errors import InvalidParametersError
 from pai.server.deps import Context
+from pai.server.routes import ssh as ssh_api
 from pai.server.routes import tokens as tokens_api
 from pai.server.routes import users as users_api
 from pai.server.schemas import SelfUpdate, UpdateSelfRequest
@@ -72,6 +74,33 @@ def revoke_token(
     )
 
 
+@router.post(ACCOUNT + "/sshkeys", name="portal.add_ssh_key")
+def add_ssh_key(
+    context: Context,
+    visitor: FormVisitor,
+    title: Annotated[str, Form()] = "",
+    value: Annotated[str, Form()] = "",
+) -> Response:
+    def add() -> str:
+        body = ssh_api.NewSshKey.model_validate({"title": title, "value": value})
+        key = ssh_api.add_user_ssh_key(visitor.username, body, context, visitor.principal)
+        return f"SSH key '{key.title}' is added: ssh-enabled jobs started from now on let it in."
+
+    return redirect_after(ACCOUNT, add)
+
+
+@router.post(ACCOUNT + "/sshkeys/remove", name="portal.remove_ssh_key")
+def remove_ssh_key(
+    context: Context, visitor: FormVisitor, title: Annotated[str, Form()] = ""
+) -> Response:
+    return redirect_after(
+        ACCOUNT,
+        lambda: (
+            ssh_api.delete_user_ssh_key(visitor.username, title, context, visitor.principal).message
+        ),
+    )
+
+
 def _account_page(
     request: Request, context: Context, visitor: Visitor, *, new_token: str | None = None
 ) -> HTMLResponse:
@@ -86,4 +115,5 @@ def _account_page(
         tokens=tokens,
         session_hash=visitor.principal.token.token_hash,
         new_token=new_token,
+        ssh_keys=ssh_api.list_ssh_keys(visitor.username, context, visitor.principal),
     )

@@ -35,6 +35,7 @@ from pai.server.routes.jobs import (
     untag_job,
 )
 from pai.web.capacity import has_gpus
+from pai.web.interactive import TaskDoor, task_doors
 from pai.web.notices import redirect_after
 from pai.web.routing import portal_router
 from pai.web.session import CurrentVisitor, FormVisitor, Visitor
@@ -68,6 +69,8 @@ class JobState:
     """The visitor owns the job or is an administrator: may stop, tag, clone, read logs."""
     config: str | None
     """The job as submitted, secrets masked; only for who may act."""
+    doors: list[TaskDoor]
+    """Ways into the running tasks (ssh, web ports); only for who may act."""
 
     @property
     def final(self) -> bool:
@@ -132,6 +135,7 @@ def load_job(
             ],
             may_act=may_act,
             config=row.job_text if may_act else None,
+            doors=task_doors(row.spec, view.detail(shown), row.username) if may_act else [],
         )
 
 

@@ -1,0 +1,216 @@
+"""The SSH server a task of an ssh-enabled job runs (`python -m pai.runtime.sshd DIR`).
+
+The `ssh` runtime plugin starts it in the background before the task role's commands, so it
+inherits the task's environment: a session gets the task's working directory, its `PAI_*`
+variables and its GPUs. It listens on the task's `ssh` port at the task's host address and lets in
+only the keys it is given (public-key authentication, nothing else). Machines need no sshd: the
+server is asyncssh's.
+
+It reads its keys as JSON on standard input (`hostKey`, `authorizedKeys`, and `jobKey` with
+`jobssh`), so no key is ever on a command line. With a job key it writes, under DIR (mode 0700),
+what an OpenSSH client needs to reach the job's other tasks by name (`ssh worker-1`): the key, a
+client config, the known host entries, and a `bin/ssh` that uses that config; the plugin puts
+`DIR/bin` first on the task's PATH. It touches `DIR/ready` once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import pty
+import shutil
+import signal
+import struct
+import sys
+import termios
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+READY_FILE = "ready"
+JOB_KEY_FILE = "job_key"
+
+
+def peers(env: Mapping[str, str]) -> Iterator[tuple[str, str, int]]:
+    """(`<role>-<index>`, address, ssh port) of every task of the job the environment names."""
+    for role in filter(None, env.get("PAI_TASK_ROLE_LIST", "").split(",")):
+        for index in range(int(env.get(f"PAI_TASK_ROLE_TASK_COUNT_{role}", "0"))):
+            address = env.get(f"PAI_HOST_IP_{role}_{index}")
+            port = env.get(f"PAI_PORT_LIST_{role}_{index}_ssh", "").split(",")[0]
+            if address and port:
+                yield f"{role}-{index}", address, int(port)
+
+
+def write_client_files(directory: Path, job_key: str, host_public: str) -> None:
+    """The job key, known hosts and config with which `ssh <role>-<index>` reaches a peer."""
+    key_file = directory / JOB_KEY_FILE
+    known_hosts = directory / "known_hosts"
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "pai"
+    config_lines, host_lines = [], []
+    for name, address, port in peers(os.environ):
+        host_lines.append(f"[{address}]:{port} {host_public}")
+        config_lines += [
+            f"Host {name}",
+            f"  HostName {address}",
+            f"  Port {port}",
+            f"  User {user}",
+            f"  IdentityFile {key_file}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {known_hosts}",
+            "  StrictHostKeyChecking yes",
+            "",
+        ]
+    _write_private(key_file, job_key)
+    _write_private(known_hosts, "\n".join(host_lines) + "\n")
+    _write_private(directory / "config", "\n".join(config_lines))
+    client = shutil.which("ssh")
+    if client is None:
+        print("[pai] no ssh client on this machine: tasks reach each other only by IP", flush=True)
+        return
+    wrapper = directory / "bin" / "ssh"
+    wrapper.parent.mkdir(mode=0o700, exist_ok=True)
+    config = directory / "config"
+    wrapper.write_text(f'#!/bin/sh\nexec {client} -F "{config}" "$@"\n')
+    wrapper.chmod(0o700)
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+
+
+async def run_session(process: asyncssh.SSHServerProcess[bytes]) -> None:
+    """A shell, or the one command the client asked for, in the task's environment."""
+    shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
+    command = process.command
+    argv = [shell, "-c", command] if command is not None else [shell, "-i"]
+    env = dict(os.environ)
+    terminal = process.term_type
+    if terminal:
+        env["TERM"] = terminal
+        status = await _run_in_terminal(process, argv, env)
+    else:
+        child = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert child.stdout is not None and child.stderr is not None
+        await process.redirect(stdin=child.stdin)
+        # Output is copied here rather than redirected, so all of it is sent before the exit.
+        await asyncio.gather(
+            _copy(child.stdout, process.stdout), _copy(child.stderr, process.stderr)
+        )
+        status = await child.wait()
+    process.exit(status if status >= 0 else 128 - status)
+
+
+async def _copy(source: asyncio.StreamReader, target: asyncssh.SSHWriter[bytes]) -> None:
+    while data := await source.read(65536):
+        target.write(data)
+        await target.drain()
+
+
+async def _run_in_terminal(
+    process: asyncssh.SSHServerProcess[bytes], argv: list[str], env: dict[str, str]
+) -> int:
+    """`argv` on a pseudo-terminal that is its controlling terminal, resized as the client's."""
+    leader, follower = pty.openpty()
+    _resize(follower, process.term_size)
+    child = await asyncio.create_subprocess_exec(
+        *argv, stdin=follower, stdout=follower, stderr=follower, env=env, preexec_fn=_take_tty
+    )
+    os.close(follower)
+    loop = asyncio.get_running_loop()
+    output = asyncio.Event()
+
+    def forward_output() -> None:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            data = b""
+        if data:
+            process.stdout.write(data)
+        else:
+            loop.remove_reader(leader)
+            output.set()
+
+    loop.add_reader(leader, forward_output)
+
+    async def forward_input() -> None:
+        while not process.stdin.at_eof():
+            try:
+                data = await process.stdin.read(65536)
+            except asyncssh.TerminalSizeChanged as change:
+                _resize(leader, (change.width, change.height, 0, 0))
+                continue
+            if data:
+                os.write(leader, data)
+
+    feeding = asyncio.create_task(forward_input())
+    status = await child.wait()
+    await output.wait()
+    feeding.cancel()
+    os.close(leader)
+    return status
+
+
+def _take_tty() -> None:
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _resize(descriptor: int, size: tuple[int, int, int, int]) -> None:
+    width, height = size[0], size[1]
+    if width and height:
+        fcntl.ioctl(descriptor, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
+async def serve(directory: Path, keys: Mapping[str, Any]) -> None:
+    address = os.environ["PAI_CONTAINER_HOST_IP"]
+    port = int(os.environ["PAI_CONTAINER_SSH_PORT"])
+    lines = "\n".join(keys["authorizedKeys"])
+    # No key at all (no jobssh, none in the profile yet) lets nobody in, and is no error.
+    authorized = asyncssh.import_authorized_keys(lines) if lines else asyncssh.SSHAuthorizedKeys()
+    server = await asyncssh.create_server(
+        asyncssh.SSHServer,
+        address,
+        port,
+        server_host_keys=[asyncssh.import_private_key(keys["hostKey"])],
+        authorized_client_keys=authorized,
+        process_factory=run_session,
+        encoding=None,
+        password_auth=False,
+        kbdint_auth=False,
+        x509_trusted_certs=None,
+    )
+    (directory / READY_FILE).touch()
+    print(f"[pai] ssh server listening on {address}:{port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    server.close()
+
+
+def main() -> None:
+    directory = Path(sys.argv[1])
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (directory / READY_FILE).unlink(missing_ok=True)
+    keys = json.loads(sys.stdin.read())
+    job_key = keys.get("jobKey")
+    if job_key:
+        write_client_files(directory, job_key, keys["hostPublicKey"])
+    asyncio.run(serve(directory, keys))
+
+
+if __name__ == "__main__":
+    main()
