@@ -4,7 +4,8 @@ A page is found by its job ids first, which the indexes of the filtered columns 
 submission order answer without reading a job (migration 0003); only the page's jobs are
 then read, and of them only what a list item shows (never the job text, and two small values
 of the state machine). Tags come in a second query, the total count, when asked for, in a
-third.
+third: a sum over the counts per user, VC and state that triggers keep (migration 0007), unless
+the filters go beyond those (keyword, tags, priority), which count the matching jobs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from pai.errors import InvalidParametersError
 from pai.server.jobviews import JobSummary
-from pai.store.models import JobRow, JobTag
+from pai.store.models import JobCount, JobRow, JobTag
 
 DEFAULT_LIMIT = 5000
 MAX_LIMIT = 50000
@@ -147,9 +148,20 @@ class JobListQuery:
         return [(job, tags[job.id]) for job in jobs]
 
     def count(self, session: Session) -> int:
-        """How many jobs match the filters, regardless of paging."""
-        statement = select(func.count()).select_from(JobRow).where(*self._conditions())
-        return session.scalar(statement) or 0
+        """How many jobs match the filters, regardless of paging: from the counts per user,
+        VC and state when the filters are among those, else by counting the jobs."""
+        if self.keyword or self.tags_contain or self.tags_not_contain or self.priorities:
+            statement = select(func.count()).select_from(JobRow).where(*self._conditions())
+            return session.scalar(statement) or 0
+        counted = select(func.coalesce(func.sum(JobCount.count), 0))
+        for column, values in (
+            (JobCount.username, self.usernames),
+            (JobCount.virtual_cluster, self.virtual_clusters),
+            (JobCount.state, self.states),
+        ):
+            if values:
+                counted = counted.where(column.in_(values))
+        return int(session.scalar(counted) or 0)
 
     def _ordering(self) -> tuple[ColumnElement[Any], ...]:
         """The requested order, then the newest (or oldest) first among equals. Jobs without

@@ -180,6 +180,19 @@ class JobRow(Base):
         return f"{self.username}~{self.name}"
 
 
+class JobCount(Base):
+    """How many jobs each user has in each VC and state, kept by triggers on `jobs` in the
+    same transaction as every change, so that a job list's total count sums a few of these
+    rows instead of counting a million jobs (see migration 0007)."""
+
+    __tablename__ = "job_counts"
+
+    username: Mapped[str] = mapped_column(String(64), primary_key=True)
+    virtual_cluster: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column()
+
+
 class JobTag(Base):
     __tablename__ = "job_tags"
 
