@@ -245,6 +245,15 @@ def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) ->
     history = UsageHistory(
         database, Retention(keep=timedelta(days=settings.monitor_retention_days))
     )
+
+    @asynccontextmanager
+    async def follow_the_controller(_context: ServerContext) -> AsyncIterator[None]:
+        await run_in_threadpool(plane.start)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(plane.stop)
+
     api_routers, root_routers = _routers()
     app = create_app(
         settings,
@@ -252,7 +261,7 @@ def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) ->
         routers=api_routers,
         root_routers=[router for router in root_routers if router is not monitoring.metrics_router],
         services={ControlPlane: plane, UsageHistory: history},
-        lifespans=lifespans,
+        lifespans=[follow_the_controller, *lifespans],
         launcher_type=settings.engine,
     )
     app.add_middleware(ControllerForwarding, controller=lambda: plane.address)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from pai.sdk import Client
 from server.harness import BACKENDS, LOCAL_CLUSTER_FILE, empty_database
 
 QUICK_JOBS = 12
+BURST = 32
+"""Submissions at once through one worker: more than its database pool's connections."""
 
 
 class Deployment:
@@ -109,6 +112,12 @@ def test_a_standby_controller_takes_over_and_both_workers_keep_every_submission(
         first.wait()
         for index, name in enumerate(quick[QUICK_JOBS // 2 :]):  # while no controller acts
             clients[index % 2].submit(job_file(name, ["echo quick"]))
+        burst = [f"burst-{index}" for index in range(BURST)]
+        with ThreadPoolExecutor(BURST) as submitting:
+            submitted = submitting.map(
+                lambda name: clients[0].submit(job_file(name, ["echo burst"])), burst
+            )
+            assert len(list(submitted)) == BURST
 
         detail = clients[1].wait("outlives-its-controller", timeout=90, poll=0.2)
         assert detail.job_status.state == "SUCCEEDED"
@@ -120,8 +129,8 @@ def test_a_standby_controller_takes_over_and_both_workers_keep_every_submission(
             assert clients[index % 2].wait(name, timeout=60, poll=0.2).job_status.state == (
                 "SUCCEEDED"
             )
-        listed = {job.name for job in clients[0].jobs()}
-        assert {"outlives-its-controller", *quick} <= listed
+        listed = {job.name for job in clients[0].jobs(limit=1000)}
+        assert {"outlives-its-controller", *quick, *burst} <= listed
     assert standby.poll() is None  # it acts now
 
 

@@ -38,6 +38,7 @@ def test_a_controller_that_loses_its_lease_stops_acting(
     assert term.begin()
     try:
         workers_view = StoredControlPlane(database, controller.secret_box, ExitSpecSource())
+        workers_view.refresh()
         assert workers_view.cluster == cluster
         assert workers_view.address == "http://127.0.0.1:9187"
         assert set(workers_view.snapshot().vcs) == {"default", "research"}

@@ -10,8 +10,8 @@ says "look now" (see `wakeups`).
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +29,8 @@ from pai.runtime.exitspec import ExitSpecSource
 from pai.scheduler.types import ClusterSnapshot
 from pai.store import Database
 from pai.store.models import ControllerLease
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,16 @@ def publish(database: Database, leadership: Leadership, state: PublishedState) -
 class _Reading:
     state: PublishedState
     address: str
-    read_at: float
 
 
 class StoredControlPlane:
-    """The `ControlPlane` of an API worker: the controller's state as published in the store
-    (re-read when older than `max_age` seconds), and wake-ups sent to its address."""
+    """The `ControlPlane` of an API worker: the controller's state as published in the store,
+    and wake-ups sent to its address.
+
+    A thread of its own re-reads the store every `refresh_every` seconds (`start()`): a request
+    only reads memory. Reading the store on the request's path would take a second database
+    connection while the request holds one, and a burst of requests holding every connection
+    of the pool would then wait for each other until the pool's timeout."""
 
     def __init__(
         self,
@@ -82,15 +88,16 @@ class StoredControlPlane:
         secret_box: SecretBox,
         exit_specs: ExitSpecSource,
         *,
-        max_age: float = 0.5,
+        refresh_every: float = 0.5,
     ) -> None:
         self._database = database
         self._box = secret_box
         self._exit_specs = exit_specs
-        self._max_age = max_age
+        self._refresh_every = refresh_every
         self._reading: _Reading | None = None
         self._raw = ""
-        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def cluster(self) -> ClusterConfig:
@@ -121,14 +128,20 @@ class StoredControlPlane:
     def wake(self) -> None:
         send_wakeup(self.address)
 
-    def _read(self) -> _Reading:
-        with self._lock:
-            now = time.monotonic()
-            if self._reading is None or now - self._reading.read_at > self._max_age:
-                self._reading = self._load(now)
-            return self._reading
+    def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(
+            target=self._keep_fresh, name="pai-published-state", daemon=True
+        )
+        self._thread.start()
 
-    def _load(self, now: float) -> _Reading:
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def refresh(self) -> None:
+        """Read what the controller published last."""
         with self._database.reading() as session:
             row = session.execute(
                 select(ControllerLease.state, ControllerLease.address).where(
@@ -136,13 +149,25 @@ class StoredControlPlane:
                 )
             ).one_or_none()
         if row is None or not row.state:
+            return
+        if row.state != self._raw or self._reading is None:
+            self._reading = _Reading(_STATE.validate_json(row.state), row.address)
+            self._raw = row.state
+        elif row.address != self._reading.address:
+            self._reading = _Reading(self._reading.state, row.address)
+
+    def _keep_fresh(self) -> None:
+        while not self._stopping.wait(self._refresh_every):
+            try:
+                self.refresh()
+            except Exception:  # the store is away: show the last state until it is back
+                log.warning("could not read the controller's published state", exc_info=True)
+
+    def _read(self) -> _Reading:
+        reading = self._reading
+        if reading is None:
             raise ServiceUnavailableError(
                 "no PAI controller has started yet: start one (`pai serve controller`) "
                 "against this database"
             )
-        if row.state != self._raw or self._reading is None:
-            state = _STATE.validate_json(row.state)
-            self._raw = row.state
-        else:
-            state = self._reading.state
-        return _Reading(state, row.address, now)
+        return reading
