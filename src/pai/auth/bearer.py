@@ -2,23 +2,49 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from pai.auth.bearers import BearerCache
 from pai.auth.permissions import Grants, Principal
 from pai.auth.tokens import TokenService
 from pai.store import Database, identity
 
 
-def authenticate_token(database: Database, tokens: TokenService, token: str) -> Principal:
+def remembered_principal(
+    tokens: TokenService, bearers: BearerCache, token: str
+) -> Principal | None:
+    """The caller bearing `token` if that is known without the store (its bearer was read a
+    moment ago and its last use is recent enough), else None; `UnauthorizedUserError` if the
+    token is forged or expired."""
+    claims = tokens.decode(token)
+    bearer = bearers.get(claims.token_hash)
+    if bearer is None or tokens.use_to_record(bearer) is not None:
+        return None
+    tokens.check_expiry(bearer)
+    return Principal(token=claims, grants=Grants.of_groups(bearer.groups))
+
+
+def authenticate_token(
+    database: Database, tokens: TokenService, bearers: BearerCache, token: str
+) -> Principal:
     """The caller bearing `token`; `UnauthorizedUserError` if it is not live.
 
-    The token, its user and their groups are read in one query, in a read-only transaction:
-    checking the token of every request never waits for the database's write lock, and a
-    token is refused from the moment its revocation is committed. The token's last use is
-    written in a short transaction of its own, at most once a minute.
+    The token, its user and their groups are read in one query, in a read-only transaction
+    (checking the token of a request never waits for the database's write lock), unless they
+    were read a moment ago (`BearerCache`). The token's last use is written in a short
+    transaction of its own, at most once a minute.
     """
-    with database.reading() as session:
-        claims, bearer = tokens.verify(session, token)
+    claims = tokens.decode(token)
+    generation = bearers.generation()
+    bearer = bearers.get(claims.token_hash)
+    if bearer is None:
+        with database.reading() as session:
+            bearer = tokens.verify(session, claims)
+        bearers.remember(claims.token_hash, bearer, generation)
+    tokens.check_expiry(bearer)
     used_at = tokens.use_to_record(bearer)
     if used_at is not None:
         with database.session() as session:
             identity.record_token_use(session, claims.token_hash, used_at)
+        bearers.remember(claims.token_hash, replace(bearer, last_used_at=used_at), generation)
     return Principal(token=claims, grants=Grants.of_groups(bearer.groups))

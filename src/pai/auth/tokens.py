@@ -112,16 +112,19 @@ class TokenService:
             token_hash=token_hash(token),
         )
 
-    def verify(self, session: Session, token: str) -> tuple[TokenClaims, identity.TokenBearer]:
-        """The claims and bearer (user and groups) of a live token; `UnauthorizedUserError`
-        otherwise. It only reads: see `use_to_record`."""
-        claims = self.decode(token)
+    def verify(self, session: Session, claims: TokenClaims) -> identity.TokenBearer:
+        """The bearer (user and groups) of the decoded token `claims` if it is still recorded
+        (not revoked); `UnauthorizedUserError` otherwise. It only reads: see `use_to_record`."""
         bearer = identity.find_token_bearer(session, claims.token_hash)
         if bearer is None or bearer.username != claims.username:
             raise UnauthorizedUserError("the token has been revoked; log in again")
+        self.check_expiry(bearer)
+        return bearer
+
+    def check_expiry(self, bearer: identity.TokenBearer) -> None:
+        """Refuse a token past the expiry recorded with it."""
         if bearer.expires_at is not None and bearer.expires_at <= self._clock():
             raise UnauthorizedUserError("the token has expired; log in again")
-        return claims, bearer
 
     def use_to_record(self, bearer: identity.TokenBearer) -> datetime | None:
         """When to record as the token's last use (now), or None while the recorded one is

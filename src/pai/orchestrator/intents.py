@@ -7,11 +7,13 @@ controller reads the recorded intent and is the only one to act on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -42,16 +44,42 @@ from pai.store.models import JobRow, JobTag, NodeCordon, NodeEvent
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 
-def submit_job(
-    session: Session,
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job file checked for its submitter, with its `jobs` row's values: all a submission
+    computes before it writes (on SQLite the first statement takes the write lock, which is
+    then held only for the insert)."""
+
+    values: dict[str, Any]
+
+    @property
+    def username(self) -> str:
+        return str(self.values["username"])
+
+    @property
+    def name(self) -> str:
+        return str(self.values["name"])
+
+    @property
+    def framework_name(self) -> str:
+        return f"{self.username}~{self.name}"
+
+    @property
+    def mounts_storages(self) -> bool:
+        """Whether the job names storages (`extras.storages`), which are checked and
+        recorded with it (`pai.storage.jobs.attach_storages`)."""
+        return (self.values["spec"].get("extras") or {}).get("storages") is not None
+
+
+def prepare_job(
     cluster: ClusterConfig,
     box: SecretBox,
     *,
     username: str,
     text: str | bytes,
     may_use_vc: Callable[[str], bool],
-) -> JobRow:
-    """Validate a job file for `username` and record it; the controller takes it from there."""
+) -> PreparedJob:
+    """Validate a job file for `username`, reading nothing from the store."""
     try:
         submitted = parse_submitted_job(text)
     except ProtocolError as invalid:
@@ -76,30 +104,60 @@ def submit_job(
             problems=_listed(problem for problem in located if problem is not None),
         ) from None
     _check_plugins(spec)
-    # Everything is computed before the first statement: on SQLite that statement takes the
-    # database's write lock, which is then held only for the insert. A name the user already
-    # has is found by the table's unique constraint, which holds under concurrent submissions.
-    row = JobRow(
-        username=username,
-        name=spec.name,
-        virtual_cluster=vc,
-        priority_class=spec.priority_class,
-        job_text=submitted.masked_text,
-        spec=rendered_job_dict(spec),
-        sealed_secrets=box.seal(spec.secrets) if spec.secrets else None,
-        total_tasks=spec.total_tasks,
-        total_gpus=spec.total_gpus,
-        total_roles=len(spec.task_roles),
-        allocations=[],
+    return PreparedJob(
+        {
+            "username": username,
+            "name": spec.name,
+            "virtual_cluster": vc,
+            "priority_class": spec.priority_class,
+            "job_text": submitted.masked_text,
+            "spec": rendered_job_dict(spec),
+            "sealed_secrets": box.seal(spec.secrets) if spec.secrets else None,
+            "total_tasks": spec.total_tasks,
+            "total_gpus": spec.total_gpus,
+            "total_roles": len(spec.task_roles),
+            "allocations": [],
+        }
     )
+
+
+def record_job(session: Session, job: PreparedJob) -> JobRow:
+    """Record one prepared job; a name its user already has is found by the table's unique
+    constraint, which holds under concurrent submissions."""
+    row = JobRow(**job.values)
     session.add(row)
     try:
         session.flush()
     except IntegrityError:
-        raise ConflictJobError(
-            f"job '{framework_name}' already exists; choose another name"
-        ) from None
+        raise _conflict(job) from None
     return row
+
+
+def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJobError | None]:
+    """Record many prepared jobs with one statement; for each, None or why it was not recorded
+    (its user has a job of that name, perhaps an earlier one of `jobs`)."""
+    if not jobs:
+        return []
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = (
+        dialect.insert(JobRow)
+        .on_conflict_do_nothing(index_elements=["username", "name"])
+        .returning(JobRow.username, JobRow.name)
+    )
+    # Many parameter sets for one statement: the driver sends them as multi-row VALUES, and the
+    # statement is compiled once for every batch size.
+    result = session.connection().execute(statement, [job.values for job in jobs])
+    recorded = {(username, name) for username, name in result}
+    outcomes: list[ConflictJobError | None] = []
+    for job in jobs:
+        key = (job.username, job.name)
+        outcomes.append(None if key in recorded else _conflict(job))
+        recorded.discard(key)  # a second job of the same name in `jobs` was not recorded
+    return outcomes
+
+
+def _conflict(job: PreparedJob) -> ConflictJobError:
+    return ConflictJobError(f"job '{job.framework_name}' already exists; choose another name")
 
 
 def _listed(problems: Iterable[Problem]) -> list[dict[str, Any]]:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypeVar, cast
 
+from starlette.concurrency import run_in_threadpool
+
+from pai.auth.bearer import authenticate_token, remembered_principal
+from pai.auth.bearers import BearerCache
+from pai.auth.permissions import Principal
 from pai.auth.secret import load_secret_key
 from pai.auth.tokens import TokenService
 from pai.executors.base import Executor
 from pai.orchestrator.controlplane import ControlPlane
+from pai.server.intake import SubmissionIntake
 from pai.server.ratelimit import StoredRateLimiter
 from pai.settings import Settings
 from pai.store import Database
@@ -33,6 +40,8 @@ class ServerContext:
     submission_limiter: StoredRateLimiter
     """Job submissions per user (`PAI_SUBMISSION_RATE_LIMIT` per hour), for the jobs router."""
     launcher_type: str
+    bearers: BearerCache
+    """Who bears the tokens of recent requests (`authenticate`)."""
     services: Mapping[type, object] = field(default_factory=dict)
 
     @classmethod
@@ -44,6 +53,8 @@ class ServerContext:
         launcher_type: str,
         services: Mapping[type, object],
     ) -> ServerContext:
+        bearers = BearerCache()
+        bearers.watch(database)
         return cls(
             settings=settings,
             database=database,
@@ -55,7 +66,24 @@ class ServerContext:
                 "submission", settings.submission_rate_limit, 3600, what="job submissions"
             ),
             launcher_type=launcher_type,
+            bearers=bearers,
             services=dict(services),
+        )
+
+    def authenticate(self, token: str) -> Principal:
+        """The caller bearing `token`; `UnauthorizedUserError` if it is not live."""
+        return authenticate_token(self.database, self.tokens, self.bearers, token)
+
+    async def authenticate_async(self, token: str) -> Principal:
+        """`authenticate`, on the event loop when the store need not be read."""
+        known = remembered_principal(self.tokens, self.bearers, token)
+        return known if known is not None else await run_in_threadpool(self.authenticate, token)
+
+    @cached_property
+    def intake(self) -> SubmissionIntake:
+        """Where accepted submissions are recorded, in batches."""
+        return SubmissionIntake(
+            self.database, self.submission_limiter, lambda: self.control_plane.wake()
         )
 
     @property

@@ -18,7 +18,6 @@ from fastapi.security import (
     HTTPBearer,
 )
 
-from pai.auth.bearer import authenticate_token
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, InvalidParametersError, UnauthorizedUserError
 from pai.server.context import ServerContext
@@ -61,7 +60,7 @@ async def client_address(request: Request) -> str:
     return forwarded_client(peer, request.headers.getlist("x-forwarded-for"), trusted)
 
 
-def authenticate(
+async def authenticate(
     context: Context,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     basic: Annotated[HTTPBasicCredentials | None, Security(_basic)],
@@ -76,7 +75,7 @@ def authenticate(
             "authentication required: send 'Authorization: Bearer <token>' "
             "(POST /api/v2/authn/basic/login issues one)"
         )
-    caller = authenticate_token(context.database, context.tokens, token)
+    caller = await context.authenticate_async(token)
     if basic_user is not None and (basic_user != caller.username or not caller.application):
         raise UnauthorizedUserError(
             "Basic authentication takes a user name and an application token of that user"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, delete, select, update
@@ -54,21 +54,41 @@ class StoredRateLimiter:
         self._clock = clock
 
     def acquire(self, session: Session, key: str) -> None:
-        """Count one event for `key`, or raise `TooManyRequestsError` saying when to retry.
+        """Count one event for `key`, or raise `TooManyRequestsError` saying when to retry."""
+        _, refusal = self.acquire_many(session, {key: 1})[key]
+        if refusal is not None:
+            raise refusal
 
-        The count is raised first and taken back when over the limit, so that concurrent
+    def acquire_many(
+        self, session: Session, counts: Mapping[str, int]
+    ) -> dict[str, tuple[int, TooManyRequestsError | None]]:
+        """Count, for each key, as many of its `counts[key]` events as the limit lets through
+        (in two statements whatever the number of keys): how many, and for the rest the
+        refusal saying when to retry.
+
+        The counts are raised first and the refused part taken back, so that concurrent
         workers never let more than the limit through; a refused event is not counted, so
         retrying too early does not push the wait further."""
         window = self._window()
-        current = self._increment(session, key, window)
-        previous = self._count(session, key, window.index - 1)
-        if self._estimate(current, previous, window) > self.limit:
+        totals = self._increment(session, counts, window)
+        previous = self._counts(session, list(counts), window.index - 1)
+        weight = 1 - window.elapsed / self.period
+        outcomes: dict[str, tuple[int, TooManyRequestsError | None]] = {}
+        for key, count in counts.items():
+            before = totals[key] - count
+            room = math.floor(self.limit - previous.get(key, 0) * weight + 1e-9)
+            granted = max(0, min(count, room - before))
+            if granted == count:
+                outcomes[key] = (count, None)
+                continue
             session.execute(
                 update(RateWindow)
                 .where(*self._row(key, window.index))
-                .values(count=RateWindow.count - 1)
+                .values(count=RateWindow.count - (count - granted))
             )
-            raise self._refusal(key, current, previous, window)
+            refusal = self._refusal(key, before + granted + 1, previous.get(key, 0), window)
+            outcomes[key] = (granted, refusal)
+        return outcomes
 
     def ensure_allowed(self, session: Session, key: str) -> None:
         """Refuse now if one more event of `key` would exceed the limit (nothing is counted:
@@ -81,7 +101,7 @@ class StoredRateLimiter:
 
     def record(self, session: Session, key: str) -> None:
         """Count one event of `key`."""
-        self._increment(session, key, self._window())
+        self._increment(session, {key: 1}, self._window())
 
     # -- counting ---------------------------------------------------------------------------------
 
@@ -98,33 +118,52 @@ class StoredRateLimiter:
         )
 
     def _count(self, session: Session, key: str, index: int) -> int:
-        found = session.scalar(select(RateWindow.count).where(*self._row(key, index)))
-        return found or 0
+        return self._counts(session, [key], index).get(key, 0)
 
-    def _increment(self, session: Session, key: str, window: _Window) -> int:
-        """Add one to the key's count in `window` and return the new count; the first event
-        of a window clears the key's windows that no estimate reads any more."""
+    def _counts(self, session: Session, keys: list[str], index: int) -> dict[str, int]:
+        """The counts of `keys` in window `index` (absent: none)."""
+        stored = {key[:KEY_LENGTH]: key for key in keys}
+        rows = session.execute(
+            select(RateWindow.key, RateWindow.count).where(
+                RateWindow.scope == self.scope,
+                RateWindow.key.in_(stored),
+                RateWindow.window == index,
+            )
+        )
+        return {stored[cut]: int(count) for cut, count in rows}
+
+    def _increment(
+        self, session: Session, counts: Mapping[str, int], window: _Window
+    ) -> dict[str, int]:
+        """Add to each key's count in `window` and return the new counts; the first events of
+        a window clear the keys' windows that no estimate reads any more."""
         dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-        values = {"scope": self.scope, "key": key[:KEY_LENGTH], "window": window.index}
+        stored = {key[:KEY_LENGTH]: key for key in counts}
+        insert = dialect.insert(RateWindow)
         statement = (
-            dialect.insert(RateWindow)
-            .values(**values, count=1)
+            insert.values(
+                [
+                    {"scope": self.scope, "key": cut, "window": window.index, "count": counts[key]}
+                    for cut, key in stored.items()
+                ]
+            )
             .on_conflict_do_update(
                 index_elements=["scope", "key", "window"],
-                set_={"count": RateWindow.count + 1},
+                set_={"count": RateWindow.count + insert.excluded.count},
             )
-            .returning(RateWindow.count)
+            .returning(RateWindow.key, RateWindow.count)
         )
-        count = int(session.execute(statement).scalar_one())
-        if count == 1:
+        totals = {stored[cut]: int(total) for cut, total in session.execute(statement)}
+        fresh = [key[:KEY_LENGTH] for key, total in totals.items() if total == counts[key]]
+        if fresh:
             session.execute(
                 delete(RateWindow).where(
                     RateWindow.scope == self.scope,
-                    RateWindow.key == key[:KEY_LENGTH],
+                    RateWindow.key.in_(fresh),
                     RateWindow.window < window.index - 1,
                 )
             )
-        return count
+        return totals
 
     def _estimate(self, current: int, previous: int, window: _Window) -> float:
         return current + previous * (1 - window.elapsed / self.period)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,11 @@ class Database:
         it is refused when the block ends rather than written."""
         with self._readers.begin() as session:
             yield session
+
+    def listen(self, name: str, listener: Callable[..., Any]) -> None:
+        """Register a SQLAlchemy session event (`after_flush`, `after_commit`, ...) on the
+        sessions of `session()`, where everything but start-up work writes."""
+        event.listen(self._sessions, name, listener)
 
     @contextmanager
     def exclusive(self) -> Iterator[Connection]:
@@ -161,7 +166,10 @@ def _parse_url(raw: str) -> URL:
 
 def _create_engine(url: URL) -> Engine:
     if url.get_backend_name() == "postgresql":
-        return create_engine(url, pool_pre_ping=True)
+        # At most 15 connections per process, as SQLAlchemy's default, but 10 of them kept
+        # (not 5): a connection made for a burst is closed after it, and making one costs more
+        # than most statements.
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=5)
     assert url.database is not None
     _create_private_file(Path(url.database).expanduser())
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})

@@ -21,7 +21,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Response
 
-from pai.auth.bearer import authenticate_token
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, UnauthorizedUserError
 from pai.server.deps import Context
@@ -61,7 +60,7 @@ def current_visitor(request: Request, context: Context) -> Visitor:
     token = request.cookies.get(SESSION_COOKIE)
     if not token:
         raise UnauthorizedUserError("log in to use the portal")
-    principal = authenticate_token(context.database, context.tokens, token)
+    principal = context.authenticate(token)
     if principal.application:
         raise UnauthorizedUserError("an application token cannot open a portal session")
     visitor = Visitor(principal, form_token(token))

@@ -15,7 +15,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
 
+from pai.auth.permissions import Principal
 from pai.errors import (
     ForbiddenUserError,
     InvalidParametersError,
@@ -27,13 +29,16 @@ from pai.errors import (
 from pai.executors.base import Executor, LogStream, UnknownTaskError
 from pai.orchestrator.intents import (
     FINAL_STATES,
+    PreparedJob,
     add_tag,
     find_job,
+    prepare_job,
+    record_job,
     remove_tag,
     request_stop,
-    submit_job,
 )
 from pai.protocol import MAX_DOCUMENT_BYTES
+from pai.server.context import ServerContext
 from pai.server.deps import Caller, Context
 from pai.server.errors import error_responses
 from pai.server.following import in_own_thread
@@ -82,6 +87,9 @@ LOG_STREAMS: dict[StreamName, LogStream] = {
     "runtime": LogStream.RUNTIME,
 }
 PLAIN_TEXT = "text/plain; charset=utf-8"
+PREPARE_INLINE_BYTES = 64 * 1024
+"""A job file up to this size is checked on the event loop (well under a millisecond's work per
+kilobyte); a larger one in a thread, so as not to hold up other requests."""
 LAUNCH_GRACE_SECONDS = 10.0
 """How long a follower waits for a placed task to be started by the executor (the controller
 records a launch just before making it)."""
@@ -126,25 +134,49 @@ JobText = Annotated[bytes, Depends(read_job_text)]
     responses=error_responses(400, 401, 403, 404, 409, 429),
     openapi_extra=JOB_BODY,
 )
-def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
+async def submit(caller: Caller, text: JobText, context: Context) -> Submitted:
     """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
     listed in `problems` with its line; a job that can never fit in its VC, or that names a
     storage its owner may not use (`extras.storages`), is refused now."""
+    return await accept_job(caller, text, context)
+
+
+async def accept_job(caller: Principal, text: bytes, context: ServerContext) -> Submitted:
+    """Check a job file and record it (what `POST /jobs`, the portal and the marketplace do).
+
+    The check reads nothing from the store and runs on the event loop, unless the file is
+    large; the job is then written with others arriving at the same time (`SubmissionIntake`).
+    Storages are checked against the store, in the transaction that records the job."""
     controller = context.control_plane
-    with context.database.session() as session:
-        context.submission_limiter.acquire(session, caller.username)
-        row = submit_job(
-            session,
+
+    def prepare() -> PreparedJob:
+        return prepare_job(
             controller.cluster,
             controller.secret_box,
             username=caller.username,
             text=text,
             may_use_vc=caller.may_use_virtual_cluster,
         )
-        attach_storages(session, row, caller, text)
-        name = row.framework_name
-    controller.wake()
-    return Submitted(status=status.HTTP_202_ACCEPTED, message=f"job {name} accepted", name=name)
+
+    job = prepare() if len(text) <= PREPARE_INLINE_BYTES else await run_in_threadpool(prepare)
+    if job.mounts_storages:
+        await run_in_threadpool(_record_with_storages, context, caller, job, text)
+    else:
+        await context.intake.record(job)
+    return Submitted(
+        status=status.HTTP_202_ACCEPTED,
+        message=f"job {job.framework_name} accepted",
+        name=job.framework_name,
+    )
+
+
+def _record_with_storages(
+    context: ServerContext, caller: Principal, job: PreparedJob, text: bytes
+) -> None:
+    with context.database.session() as session:
+        context.submission_limiter.acquire(session, caller.username)
+        attach_storages(session, record_job(session, job), caller, text)
+    context.control_plane.wake()
 
 
 @router.get(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
+from starlette.concurrency import run_in_threadpool
 
 from pai.errors import ForbiddenUserError
 from pai.marketplace.items import ItemFields, ItemQuery, ItemView, Marketplace
@@ -97,16 +98,20 @@ def delete_item(item_id: str, context: Context, caller: Caller) -> Message:
     responses=error_responses(400, 401, 403, 404, 409, 429),
     openapi_extra=jobs_api.JOB_BODY,
 )
-def submit_from_item(
+async def submit_from_item(
     item_id: str, caller: Caller, text: jobs_api.JobText, context: Context
 ) -> Submitted:
     """Submit a job made from the item (its protocol, renamed and edited as the user wishes),
     exactly as `POST /jobs` does, and count it in the item's `useNumber`."""
+    await run_in_threadpool(_find_item, context, caller, item_id)
+    submitted = await jobs_api.accept_job(caller, text, context)
+    await run_in_threadpool(record_run, context, caller, item_id, submitted.name)
+    return submitted
+
+
+def _find_item(context: Context, caller: Caller, item_id: str) -> None:
     with context.database.reading() as session:
         Marketplace(session, caller).item(item_id)
-    submitted = jobs_api.submit(caller, text, context)
-    record_run(context, caller, item_id, submitted.name)
-    return submitted
 
 
 def record_run(context: Context, caller: Caller, item_id: str, job: str) -> None:

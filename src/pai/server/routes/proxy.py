@@ -33,7 +33,6 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from websockets.asyncio.client import ClientConnection
 
-from pai.auth.bearer import authenticate_token
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, InvalidParametersError, NoJobError, UnauthorizedUserError
 from pai.orchestrator.intents import find_job
@@ -141,7 +140,7 @@ def _caller(context: ServerContext, connection: HTTPConnection) -> Principal:
         token = connection.cookies.get(SESSION_COOKIE, "")
     if not token:
         raise UnauthorizedUserError("log in to reach a task's services")
-    return authenticate_token(context.database, context.tokens, token)
+    return context.authenticate(token)
 
 
 def _forwarded_headers(connection: HTTPConnection) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
+from anyio import from_thread
 from fastapi import Depends, Form, Request, Response
 from fastapi.responses import HTMLResponse
 
@@ -139,8 +140,11 @@ def submit(
             market_item=market_item,
         )
     try:
-        submitted = jobs_api.submit(
-            visitor.principal, with_parameters(job, parameters).encode(), context
+        submitted = from_thread.run(
+            jobs_api.accept_job,
+            visitor.principal,
+            with_parameters(job, parameters).encode(),
+            context,
         )
     except InvalidProtocolError as invalid:
         return _editor_page(
