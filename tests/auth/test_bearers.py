@@ -1,0 +1,140 @@
+"""Who bears a token is remembered for a moment, and forgotten as soon as a change to users,
+groups or tokens commits in this process: a revoked token or a withdrawn VC never outlives
+its change here (other processes see it within the cache's lifetime)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import event
+
+from pai.auth.bearer import authenticate_token
+from pai.auth.bearers import BearerCache
+from pai.auth.directory import Directory
+from pai.auth.tokens import TokenService
+from pai.errors import UnauthorizedUserError
+from pai.store import Database, identity
+
+KEY = b"k" * 32
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def tokens() -> TokenService:
+    return TokenService(KEY)
+
+
+def issue(database: Database, tokens: TokenService, username: str) -> str:
+    with database.session() as session:
+        return tokens.issue(session, Directory(session).user(username), lifetime=None).token
+
+
+def test_a_bearer_is_read_once_then_remembered_for_its_lifetime(
+    database: Database, tokens: TokenService
+) -> None:
+    clock = Clock()
+    bearers = BearerCache(ttl=2.0, clock=clock)
+    bearers.watch(database)
+    token = issue(database, tokens, "admin")
+    statements: list[str] = []
+    event.listen(
+        database.engine,
+        "before_cursor_execute",
+        lambda _connection, _cursor, sql, *_: statements.append(sql),
+    )
+    for _ in range(3):
+        assert authenticate_token(database, tokens, bearers, token).username == "admin"
+    clock.now += 2.5  # past its lifetime: read again
+    authenticate_token(database, tokens, bearers, token)
+    token_reads = [sql for sql in statements if "FROM tokens" in sql]
+    assert len(token_reads) == 2
+
+
+def change_in_a_transaction(database: Database, change: Callable[[Directory], object]) -> None:
+    with database.session() as session:
+        change(Directory(session))
+
+
+@pytest.mark.parametrize(
+    "change, refused",
+    [
+        pytest.param(
+            lambda directory: directory.update_user("alice", virtual_clusters=[]),
+            None,
+            id="a VC withdrawn",
+        ),
+        pytest.param(
+            lambda directory: directory.delete_user("alice"), "revoked", id="the user removed"
+        ),
+    ],
+)
+def test_a_committed_change_is_seen_by_the_next_request(
+    database: Database, tokens: TokenService, change: Callable[[Directory], object], refused: str
+) -> None:
+    bearers = BearerCache(ttl=3600.0)
+    bearers.watch(database)
+    with database.session() as session:
+        directory = Directory(session)
+        directory.create_group("vision", virtual_clusters=["vc_vision"])
+        directory.create_user("alice", "alice-pw", virtual_clusters=["vc_vision"])
+    token = issue(database, tokens, "alice")
+    before = authenticate_token(database, tokens, bearers, token)
+    assert before.may_use_virtual_cluster("vc_vision")
+    change_in_a_transaction(database, change)
+    if refused is None:
+        after = authenticate_token(database, tokens, bearers, token)
+        assert not after.may_use_virtual_cluster("vc_vision")
+    else:
+        with pytest.raises(UnauthorizedUserError, match=refused):
+            authenticate_token(database, tokens, bearers, token)
+
+
+def test_a_revoked_token_is_refused_at_once(database: Database, tokens: TokenService) -> None:
+    bearers = BearerCache(ttl=3600.0)
+    bearers.watch(database)
+    token = issue(database, tokens, "admin")
+    authenticate_token(database, tokens, bearers, token)
+    with database.session() as session:
+        tokens.revoke(session, Directory(session).user("admin"), token)
+    with pytest.raises(UnauthorizedUserError, match="revoked"):
+        authenticate_token(database, tokens, bearers, token)
+
+
+def test_a_change_committed_while_a_bearer_was_read_is_not_hidden_by_it(
+    database: Database, tokens: TokenService
+) -> None:
+    """A bearer read before a change committed may predate it: it is used once, not kept."""
+    bearers = BearerCache(ttl=3600.0)
+    bearers.watch(database)
+    token = issue(database, tokens, "admin")
+    generation = bearers.generation()
+    with database.reading() as session:
+        stale = identity.find_token_bearer(session, tokens.decode(token).token_hash)
+    assert stale is not None
+    change_in_a_transaction(
+        database, lambda directory: directory.create_user("bob", "bob-pw", admin=True)
+    )
+    bearers.remember(tokens.decode(token).token_hash, stale, generation)
+    assert bearers.get(tokens.decode(token).token_hash) is None
+
+
+def test_an_unrelated_write_keeps_what_is_remembered(
+    database: Database, tokens: TokenService
+) -> None:
+    bearers = BearerCache(ttl=3600.0)
+    bearers.watch(database)
+    token = issue(database, tokens, "admin")
+    authenticate_token(database, tokens, bearers, token)
+    with database.session() as session:  # a token's last use is written once a minute
+        identity.record_token_use(
+            session, tokens.decode(token).token_hash, tokens.decode(token).issued_at
+        )
+    assert bearers.get(tokens.decode(token).token_hash) is not None

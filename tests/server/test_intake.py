@@ -1,0 +1,139 @@
+"""Group commit of submissions (`SubmissionIntake`) on each backend: jobs that arrive together
+are written in one transaction, and each still gets its own answer (accepted, over its user's
+limit, or a name its user has already)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import func, select
+
+from pai.auth.sealing import SecretBox
+from pai.cluster import cluster_from_file
+from pai.errors import ConflictJobError, TooManyRequestsError
+from pai.orchestrator.intents import PreparedJob, prepare_job
+from pai.server.intake import SubmissionIntake
+from pai.server.ratelimit import StoredRateLimiter
+from pai.store import Database
+from pai.store.models import JobRow
+from server.harness import LOCAL_CLUSTER_FILE
+
+CLUSTER = cluster_from_file(LOCAL_CLUSTER_FILE)
+BOX = SecretBox(b"c" * 32)
+
+
+def prepared(username: str, name: str) -> PreparedJob:
+    text = f"""protocolVersion: 2
+name: {name}
+type: job
+prerequisites:
+  - {{type: dockerimage, name: image, uri: "python:3.11"}}
+taskRoles:
+  main:
+    instances: 1
+    dockerImage: image
+    resourcePerInstance: {{cpu: 1, memoryMB: 512, gpu: 0}}
+    commands: [echo hi]
+"""
+    return prepare_job(CLUSTER, BOX, username=username, text=text, may_use_vc=lambda _: True)
+
+
+def record_together(
+    intake: SubmissionIntake, jobs: list[PreparedJob]
+) -> list[BaseException | None]:
+    async def all_at_once() -> list[BaseException | None]:
+        answers = await asyncio.gather(
+            *(intake.record(job) for job in jobs), return_exceptions=True
+        )
+        return [answer if isinstance(answer, BaseException) else None for answer in answers]
+
+    return asyncio.run(all_at_once())
+
+
+def stored(database: Database) -> list[tuple[str, str]]:
+    with database.reading() as session:
+        rows = session.execute(select(JobRow.username, JobRow.name).order_by(JobRow.id)).all()
+    return [(row.username, row.name) for row in rows]
+
+
+def test_jobs_that_arrive_together_share_one_transaction(database: Database) -> None:
+    commits: list[int] = []
+    database.listen("after_commit", lambda _session: commits.append(1))
+    wakes: list[int] = []
+    limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
+    intake = SubmissionIntake(database, limiter, lambda: wakes.append(1))
+    jobs = [prepared(f"user{index % 5}", f"job-{index}") for index in range(40)]
+    assert record_together(intake, jobs) == [None] * 40
+    assert len(stored(database)) == 40
+    assert len(commits) == 1
+    assert len(wakes) == 1  # the controller is told once per batch
+
+
+def test_each_job_of_a_batch_gets_its_own_answer(database: Database) -> None:
+    limiter = StoredRateLimiter("submission", 3, 3600, what="job submissions")
+    intake = SubmissionIntake(database, limiter, lambda: None)
+    assert record_together(intake, [prepared("alice", "taken")]) == [None]
+    jobs = [
+        prepared("alice", "taken"),  # alice has it already
+        prepared("bob", "twice"),
+        prepared("bob", "twice"),  # the same name twice in one batch: the first is kept
+        prepared("alice", "new"),
+        prepared("alice", "over"),  # alice's fourth submission this hour
+        prepared("bob", "third"),
+    ]
+    answers = record_together(intake, jobs)
+    assert [type(answer).__name__ for answer in answers] == [
+        "ConflictJobError",
+        "NoneType",
+        "ConflictJobError",
+        "NoneType",
+        "TooManyRequestsError",
+        "NoneType",
+    ]
+    assert isinstance(answers[0], ConflictJobError)
+    assert "job 'alice~taken' already exists" in answers[0].message
+    refused = answers[4]
+    assert isinstance(refused, TooManyRequestsError)
+    assert "at most 3 per hour" in refused.message
+    assert refused.retry_after is not None and refused.retry_after > 0
+    assert stored(database) == [
+        ("alice", "taken"),
+        ("bob", "twice"),
+        ("alice", "new"),
+        ("bob", "third"),
+    ]
+
+
+def test_a_batch_that_fails_records_none_of_its_jobs(database: Database) -> None:
+    """A failing transaction (here: its rate-limit statement) refuses all its jobs and leaves
+    nothing behind; the next batch is written as usual."""
+
+    class FailingOnce(StoredRateLimiter):
+        failed = False
+
+        def acquire_many(self, session, counts):  # type: ignore[no-untyped-def]
+            granted = super().acquire_many(session, counts)
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("the database went away")
+            return granted
+
+    intake = SubmissionIntake(
+        database, FailingOnce("submission", 100, 3600, what="x"), lambda: None
+    )
+    answers = record_together(intake, [prepared("carol", f"lost-{index}") for index in range(3)])
+    assert all(isinstance(answer, RuntimeError) for answer in answers)
+    with database.reading() as session:
+        assert session.scalar(select(func.count()).select_from(JobRow)) == 0
+    assert record_together(intake, [prepared("carol", "lost-0")]) == [None]
+    assert stored(database) == [("carol", "lost-0")]
+
+
+@pytest.mark.parametrize("size", [1, 300])
+def test_any_number_of_jobs_is_written(database: Database, size: int) -> None:
+    limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
+    intake = SubmissionIntake(database, limiter, lambda: None)
+    jobs = [prepared("dave", f"job-{index}") for index in range(size)]
+    assert record_together(intake, jobs) == [None] * size
+    assert len(stored(database)) == size
