@@ -23,7 +23,7 @@ from pai.executors.base import LogStream
 from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.framework import Backoff
-from pai.orchestrator.intents import find_job, request_stop, submit_job
+from pai.orchestrator.intents import find_job, prepare_job, record_job, request_stop
 from pai.scheduler.scheduler import Scheduler
 from pai.store import Database
 from pai.store.models import Base, JobEvent, JobRow
@@ -62,15 +62,14 @@ class Platform:
 
     def submit(self, text: str, user: str = "alice", vcs: tuple[str, ...] = ("default",)) -> str:
         with self.database.session() as session:
-            row = submit_job(
-                session,
+            job = prepare_job(
                 self.cluster,
                 self.box,
                 username=user,
                 text=textwrap.dedent(text),
                 may_use_vc=lambda vc: vc in vcs,
             )
-            name = row.framework_name
+            name = record_job(session, job).framework_name
         self.controller.wake()
         return name
 

@@ -296,11 +296,12 @@ class Controller:
     # -- intents ----------------------------------------------------------------------------------
 
     def _take_in_new_jobs(self, now: float) -> None:
-        with self.database.session() as session:
-            rows = session.scalars(
-                select(JobRow).where(JobRow.status.is_(None)).order_by(JobRow.id)
+        with self.database.reading() as session:
+            fresh = session.execute(
+                select(JobRow.id, JobRow.username, JobRow.name, JobRow.submitted_at, JobRow.spec)
+                .where(JobRow.status.is_(None))
+                .order_by(JobRow.id)
             ).all()
-            fresh = [(row.id, row.username, row.name, row.submitted_at, row.spec) for row in rows]
         for job_id, username, name, submitted_at, stored_spec in fresh:
             spec = JobSpec.model_validate(stored_spec)
             machine, actions = fw.new_job(job_policy(spec, self.settings.backoff), now)
