@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp, free_port, job_file, launch, spawn
+from pai.auth.bearers import DEFAULT_TTL_SECONDS as BEARER_TTL_SECONDS
 from pai.executors.local import kill_processes_under
 from pai.sdk import Client
 from server.harness import BACKENDS, LOCAL_CLUSTER_FILE, empty_database
@@ -132,6 +133,27 @@ def test_a_standby_controller_takes_over_and_both_workers_keep_every_submission(
         listed = {job.name for job in clients[0].jobs(limit=1000)}
         assert {"outlives-its-controller", *quick, *burst} <= listed
     assert standby.poll() is None  # it acts now
+    assert_a_logout_holds_on_every_worker(workers)
+
+
+def assert_a_logout_holds_on_every_worker(workers: list[str]) -> None:
+    """A worker remembers who bears a token for a moment: a logout through another worker must
+    still be refused there within that moment."""
+    first, second = (f"{url}/api/v2" for url in workers)
+    login = {"username": "admin", "password": ADMIN_PASSWORD}
+    token = httpx.post(f"{first}/authn/basic/login", json=login).raise_for_status().json()["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def answer_of_second() -> int:
+        return httpx.get(f"{second}/jobs", params={"limit": 1}, headers=headers).status_code
+
+    assert answer_of_second() == 200  # the second worker now remembers the token
+    httpx.delete(f"{first}/authn/basic/logout", headers=headers).raise_for_status()
+    wait_for(
+        lambda: answer_of_second() == 401,
+        "the other worker to refuse the logged-out token",
+        timeout=BEARER_TTL_SECONDS + 3,
+    )
 
 
 def test_pai_up_with_api_workers_runs_jobs_and_reads_their_logs(tmp_path: Path) -> None:
