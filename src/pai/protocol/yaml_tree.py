@@ -105,6 +105,8 @@ class _Composer:
         # anchor -> (node, its expanded size, its expanded depth)
         self._anchors: dict[str, tuple[Node, int, int]] = {}
         self._open: list[_OpenCollection] = []
+        self._open_size = 0
+        """The expanded size of the open collections so far (the sum of their sizes)."""
         self._documents = 0
         self.root: Node | None = None
 
@@ -159,9 +161,11 @@ class _Composer:
             tag = self._resolver.resolve(kind, None, event.implicit)
         node = kind(tag, [], start, end, flow_style=event.flow_style)
         self._open.append(_OpenCollection(node=node, anchor=event.anchor))
+        self._open_size += 1
 
     def _end_collection(self, event: yaml.Event) -> None:
         closed = self._open.pop()
+        self._open_size -= closed.size
         closed.node.end_mark = _marks(event)[1]
         closed.node.value = closed.pairs if isinstance(closed.node, MappingNode) else closed.items
         # An anchor becomes usable only once its node is complete: an alias met earlier is a cycle.
@@ -191,22 +195,21 @@ class _Composer:
         alias: str | None = None,
         mark: Mark | None = None,
     ) -> None:
-        where = position_of(mark or node.start_mark)
-        total = size + sum(frame.size for frame in self._open)
-        if total > MAX_NODES:
+        if size + self._open_size > MAX_NODES:
             through = f" (through the alias *{alias})" if alias else ""
             raise _fail(
                 f"the document expands to more than {MAX_NODES} YAML nodes{through}; "
                 "a job file this large, or an alias used to multiply content, is refused",
-                where,
+                position_of(mark or node.start_mark),
             )
         if depth + len(self._open) > MAX_DEPTH:
-            raise _fail(_too_deep(), where)
+            raise _fail(_too_deep(), position_of(mark or node.start_mark))
         if not self._open:
             self.root = node
             return
         parent = self._open[-1]
         parent.size += size
+        self._open_size += size
         parent.depth = max(parent.depth, depth + 1)
         if isinstance(parent.node, SequenceNode):
             parent.items.append(node)
