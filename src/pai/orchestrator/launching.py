@@ -80,10 +80,10 @@ def build_launch(
     directory = attempt_dir(where["node"], job.framework_name, where["key"])
     working_dir = directory / "work"
     previous = _previous_placement(machine, task)
-    previous_dir = (
-        attempt_dir(previous["node"], job.framework_name, previous["key"]) / "work"
-        if previous is not None
-        else None
+    previous_working_dir = (
+        None
+        if previous is None
+        else str(attempt_dir(previous["node"], job.framework_name, previous["key"]) / "work")
     )
     role = job.spec.task_roles[task[0]]
     env = build_task_env(
@@ -94,7 +94,7 @@ def build_launch(
         peers,
         task_attempt=machine.tasks[task].current.attempt_id,
         working_dir=str(working_dir),
-        previous_working_dir=str(previous_dir) if previous_dir is not None else None,
+        previous_working_dir=previous_working_dir,
     )
     spec = job.spec.model_copy(update={"secrets": dict(secrets)})
     return TaskLaunch(
