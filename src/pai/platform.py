@@ -20,6 +20,7 @@ from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
 from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor
+from pai.executors.taskfiles import SupervisorConfig
 from pai.marketplace.builtin import ensure_builtin_items
 from pai.monitoring.actions import load_actions
 from pai.monitoring.alerts import AlertDesk
@@ -59,8 +60,15 @@ class Engine:
 def open_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
     if settings.engine == "ray":
         return _ray_engine(settings, cluster, exit_specs)
-    local = LocalExecutor(settings.home / "executor", exit_specs=exit_specs)
+    local = LocalExecutor(
+        settings.home / "executor", config=_supervisor_config(cluster), exit_specs=exit_specs
+    )
     return Engine(local, PortAllocator(), close=lambda: None)
+
+
+def _supervisor_config(cluster: ClusterConfig) -> SupervisorConfig:
+    """How tasks are supervised: a stopped task's grace period defaults to the cluster file's."""
+    return SupervisorConfig(stop_grace_seconds=cluster.stop_grace_seconds)
 
 
 def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
@@ -79,6 +87,7 @@ def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpec
         cluster,
         settings.home / "executor" / "ray",
         node_dir=settings.ray_node_dir,
+        config=_supervisor_config(cluster),
         exit_specs=exit_specs,
         usage_interval=settings.monitor_interval,
     )

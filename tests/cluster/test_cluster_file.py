@@ -264,3 +264,13 @@ def test_duplicate_node_names_and_unknown_keys() -> None:
 def test_not_yaml_at_all() -> None:
     with pytest.raises(ClusterConfigError, match="not valid YAML"):
         cluster_from_yaml("skuTypes: [unclosed")
+
+
+def test_the_grace_period_of_stopped_tasks_defaults_to_ten_seconds_and_is_checked() -> None:
+    assert load_cluster(small_cluster()).stop_grace_seconds == 10
+    assert load_cluster(small_cluster(podGracefulDeletionTimeoutSec=60)).stop_grace_seconds == 60
+    text = (EXAMPLES / "local-4node.yaml").read_text() + "podGracefulDeletionTimeoutSec: -1\n"
+    with pytest.raises(ClusterConfigError) as caught:
+        cluster_from_yaml(text, source="cluster.yaml")
+    line = text.count("\n")
+    assert f"podGracefulDeletionTimeoutSec (line {line}): must be >= 0, got -1" in str(caught.value)

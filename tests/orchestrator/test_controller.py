@@ -11,6 +11,7 @@ import shlex
 import textwrap
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,16 @@ import psutil
 import pytest
 
 from pai.auth.sealing import SecretBox
-from pai.cluster import cluster_from_file
+from pai.cluster import ClusterConfig, cluster_from_file, cluster_from_yaml
 from pai.executors.base import LogStream
-from pai.executors.local import LocalExecutor, kill_processes_under
+from pai.executors.local import kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.framework import Backoff
 from pai.orchestrator.intents import find_job, prepare_job, record_job, request_stop
+from pai.platform import open_engine
+from pai.runtime.exitspec import ExitSpecSource
 from pai.scheduler.scheduler import Scheduler
+from pai.settings import Settings
 from pai.store import Database
 from pai.store.models import Base, JobEvent, JobRow
 
@@ -36,20 +40,22 @@ FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 class Platform:
     """A controller with its store and executor, as `pai up` assembles them."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, cluster: ClusterConfig | None = None) -> None:
         self.home = home
-        self.database = Database(f"sqlite:///{home / 'pai.db'}")
+        self.database_url = f"sqlite:///{home / 'pai.db'}"
+        self.database = Database(self.database_url)
         with self.database.exclusive() as connection:
             self.database.upgrade(connection)
-        self.cluster = cluster_from_file(CLUSTER)
+        self.cluster = cluster or cluster_from_file(CLUSTER)
         self.box = SecretBox(KEY)
         self.controller = self._controller()
 
     def _controller(self) -> Controller:
+        engine = open_engine(Settings(self.home, self.database_url), self.cluster, ExitSpecSource())
         return Controller(
             self.database,
             Scheduler(self.cluster),
-            LocalExecutor(self.home / "executor"),
+            engine.executor,
             self.box,
             ControllerSettings(poll_interval=0.05, backoff=Backoff(1, 2)),
         )
@@ -109,14 +115,22 @@ class Platform:
             ]
 
 
+@contextmanager
+def running_platform(home: Path, cluster: ClusterConfig | None = None) -> Iterator[Platform]:
+    platform = Platform(home, cluster)
+    platform.controller.start()
+    try:
+        yield platform
+    finally:
+        platform.controller.stop()
+        kill_processes_under(home)
+        platform.database.dispose()
+
+
 @pytest.fixture
 def platform(tmp_path: Path) -> Iterator[Platform]:
-    platform = Platform(tmp_path)
-    platform.controller.start()
-    yield platform
-    platform.controller.stop()
-    kill_processes_under(tmp_path)
-    platform.database.dispose()
+    with running_platform(tmp_path) as platform:
+        yield platform
 
 
 def job(name: str, commands: list[str], **extra: str) -> str:
@@ -360,3 +374,52 @@ def test_secrets_reach_the_task_but_never_the_store(platform: Platform) -> None:
             for row in connection.execute(table.select())
         ]
     assert dump and not any("s3cr3t-v4lue" in row for row in dump)
+
+
+def test_a_stopped_task_has_its_jobs_grace_period_to_save_its_state(tmp_path: Path) -> None:
+    # The cluster file gives stopped tasks no grace at all: SIGKILL right after SIGTERM.
+    cluster = cluster_from_yaml(CLUSTER.read_text() + "podGracefulDeletionTimeoutSec: 0\n")
+    with running_platform(tmp_path, cluster) as platform:
+        names = {}
+        for label, extras in (("patient", "{podGracefulDeletionTimeoutSec: 5}"), ("hasty", "{}")):
+            saving = job(
+                label,
+                [
+                    f"trap 'sleep 0.5; echo saved > {tmp_path / label}.saved; exit 0' TERM",
+                    f"touch {tmp_path / label}.ready",
+                    "sleep 300 & wait",
+                ],
+                extras=extras,
+            )
+            names[label] = platform.submit(saving)
+        for label in names:
+            platform.wait(names[label], {"RUNNING"})
+            deadline = time.monotonic() + 30
+            while not (tmp_path / f"{label}.ready").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for name in names.values():
+            platform.stop(name)
+        assert {platform.wait(name).state for name in names.values()} == {"STOPPED"}
+        assert (tmp_path / "patient.saved").read_text() == "saved\n"
+        assert not (tmp_path / "hasty.saved").exists()
+
+
+def test_a_retried_job_resumes_from_its_previous_attempts_work_directory(
+    platform: Platform,
+) -> None:
+    name = platform.submit(
+        job(
+            "resume",
+            [
+                'if [ -n "$PAI_PREVIOUS_WORK_DIR" ]; then',
+                '  echo "resumed from $(cat "$PAI_PREVIOUS_WORK_DIR/checkpoint")"; exit 0',
+                "fi",
+                'echo step-42 > "$PAI_WORK_DIR/checkpoint"',
+                "exit 1",
+            ],
+            jobRetryCount="1",
+        )
+    )
+    row = platform.wait(name)
+    assert (row.state, row.retries) == ("SUCCEEDED", 1)
+    assert "resumed from step-42" in platform.log(name)

@@ -497,6 +497,13 @@ CASES = [
         12,
         "must be a string",
     ),
+    (
+        "grace period longer than an hour",
+        with_top("extras:\n  podGracefulDeletionTimeoutSec: 7200\n"),
+        "extras.podGracefulDeletionTimeoutSec",
+        12,
+        "must be an integer ≥ 0 and ≤ 3600, got 7200",
+    ),
     # remaining fields, one wrong type each
     ("contributor", with_top("contributor: [a]\n"), "contributor", 11, "must be a string"),
     ("description", with_top("description: {a: 1}\n"), "description", 11, "must be a string"),

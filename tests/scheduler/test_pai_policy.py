@@ -14,6 +14,7 @@ from pai.scheduler.scheduler import Scheduler
 from pai.settings import Settings
 
 MINUTE = 60.0
+HOUR = 60 * MINUTE
 
 
 class Clock:
@@ -109,6 +110,31 @@ def test_a_job_that_finds_its_vc_full_runs_on_another_vcs_idle_cells() -> None:
 
     owner = scheduler.schedule(group("b1", "b", 10, 8))  # b wants its node back
     assert isinstance(owner, Preempt) and owner.victims == ("a2",)
+
+
+def _two_opportunistic_jobs(**options: object) -> PaiScheduler:
+    """VC a's and b's nodes both idle, taken by opportunistic jobs: `old` started at 0 h (on the
+    first node), `young` at 9 h; it is 10 h now."""
+    clock = Clock()
+    cluster = gpu_cluster(1, 2, {"a": {"nodes": 1}, "b": {"nodes": 1}})
+    scheduler = PaiScheduler(cluster, clock=clock, **options)  # type: ignore[arg-type]
+    _run(scheduler, group("old", "b", -1, 8))
+    clock.now = 9 * HOUR
+    _run(scheduler, group("young", "b", -1, 8))
+    clock.now = 10 * HOUR
+    return scheduler
+
+
+def test_a_vc_taking_back_idle_cells_preempts_the_job_that_loses_the_least_work() -> None:
+    youngest_first = _two_opportunistic_jobs()
+    owner = youngest_first.schedule(group("owner", "a", 10, 8))
+    assert isinstance(owner, Preempt) and owner.victims == ("young",)  # 1 h lost, not 10
+
+    # A caller that knows checkpoints: `old` saved one a minute ago, `young` has none yet.
+    since_checkpoint = {"old": 1 * MINUTE, "young": 1 * HOUR}
+    checkpointed = _two_opportunistic_jobs(work_at_risk=since_checkpoint.__getitem__)
+    owner = checkpointed.schedule(group("owner", "a", 10, 8))
+    assert isinstance(owner, Preempt) and owner.victims == ("old",)
 
 
 def test_the_old_policies_stay_selectable() -> None:

@@ -10,6 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
+DEFAULT_STOP_GRACE_SECONDS = 10
+"""From SIGTERM to SIGKILL when a task is stopped or preempted, unless the cluster file or the job
+says otherwise."""
+
 
 class ClusterConfigError(ValueError):
     """A cluster file is invalid; `problems` lists every problem found, each naming where it is."""
@@ -140,6 +144,7 @@ class ClusterConfig:
     virtual_clusters: dict[str, VirtualClusterSpec]
     nodes: tuple[NodeSpec, ...]
     pinned_cells: dict[str, PhysicalCellSpec] = field(default_factory=dict)
+    stop_grace_seconds: int = DEFAULT_STOP_GRACE_SECONDS  # a job's default SIGTERM grace period
 
     def chain_sku(self, chain: str) -> SkuType:
         return self.sku_types[self.chains[chain].sku_type]

@@ -4,6 +4,7 @@ Accepted layout (HiveD's, plus `skuTypes` and node addresses):
 
     physicalCluster: {skuTypes, cellTypes, physicalCells}   # or these three keys at the top level
     virtualClusters: {<vc>: {virtualCells: [...], pinnedCells: [...]}}
+    podGracefulDeletionTimeoutSec: 10     # optional, OpenPAI's name: SIGTERM to SIGKILL, seconds
 
 Defaults, written down here because the scheduler and the executors rely on them:
 - a top-level cell without `cellAddress` gets its index in `physicalCells`; a child's full address
@@ -28,6 +29,7 @@ from pathlib import Path as FilePath
 import yaml
 
 from pai.cluster.model import (
+    DEFAULT_STOP_GRACE_SECONDS,
     CellType,
     Chain,
     ClusterConfig,
@@ -52,6 +54,7 @@ HIVED_DEPLOYMENT_KEYS = frozenset(
         "forcePodBindThreshold",
     }
 )
+GRACE_KEY = "podGracefulDeletionTimeoutSec"
 VC_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 FIRST_LOOPBACK = int(ipaddress.IPv4Address("127.0.0.1"))
 
@@ -134,6 +137,7 @@ class _Builder:
         node_addresses = self._node_addresses()
         virtual_clusters = self._virtual_clusters(root.get("virtualClusters"), ("virtualClusters",))
         self._check_feasibility(virtual_clusters)
+        grace = self._count(root.get(GRACE_KEY, DEFAULT_STOP_GRACE_SECONDS), (GRACE_KEY,), 0)
         if self.problems:
             raise ClusterConfigError(self.problems, self.source)
         physical_cells = tuple(top.freeze(node_addresses) for top in self.tops)
@@ -165,18 +169,25 @@ class _Builder:
             virtual_clusters=virtual_clusters,
             nodes=nodes,
             pinned_cells=pinned,
+            stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS if grace is None else grace,
         )
 
     # -- sections -------------------------------------------------------------------------------
 
     def _sections(self, root: Mapping[str, object]) -> dict[str, tuple[object, Path]]:
-        allowed = {"physicalCluster", "virtualClusters", *SECTION_KEYS, *HIVED_DEPLOYMENT_KEYS}
+        allowed = {
+            "physicalCluster",
+            "virtualClusters",
+            GRACE_KEY,
+            *SECTION_KEYS,
+            *HIVED_DEPLOYMENT_KEYS,
+        }
         for key in root:
             if key not in allowed:
                 self.problem(
                     (str(key),),
                     "unknown key; expected physicalCluster, virtualClusters, "
-                    "skuTypes, cellTypes or physicalCells",
+                    f"skuTypes, cellTypes, physicalCells or {GRACE_KEY}",
                 )
         physical = root.get("physicalCluster")
         if physical is not None and not isinstance(physical, Mapping):

@@ -71,6 +71,8 @@ class TaskLaunch:
     docker_image: str | None = None
     mounts: tuple[Mount, ...] = ()
     """Storages the task sees at their mount paths (`pai.executors.mounts`)."""
+    stop_grace_seconds: float | None = None
+    """From SIGTERM to SIGKILL when the task is stopped (None: the executor's default)."""
 
 
 class KillReason(Enum):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ class SupervisorConfig:
     """How supervisors run tasks; fixed per executor and recorded with every launch."""
 
     log_cap_bytes: int = 64 * MIB  # kept per stream: user-stdout, user-stderr, user-all
-    stop_grace_seconds: float = 10.0  # from SIGTERM to SIGKILL when a task is stopped
+    stop_grace_seconds: float = 10.0  # from SIGTERM to SIGKILL, unless the launch says otherwise
     poll_interval: float = 0.2  # how often memory use and stop requests are checked
     # How much of the output's end the exit spec reads. OpenPAI reads 10 MB; the errors worth
     # recognising are at the very end, and 10 MB of regexes cost about 2 s per failed task.
@@ -122,6 +122,9 @@ class LaunchRecord:
 
     @classmethod
     def of(cls, task: TaskLaunch, config: SupervisorConfig, launched_at: datetime) -> LaunchRecord:
+        """The record of `task`, whose own grace period (if it has one) replaces the config's."""
+        if task.stop_grace_seconds is not None:
+            config = replace(config, stop_grace_seconds=task.stop_grace_seconds)
         return cls(
             key=task.key,
             job=task.job,

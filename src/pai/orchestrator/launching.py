@@ -60,7 +60,8 @@ def build_launch(
 
     Peers are those tasks of the current job attempt that have a placement (all of them under
     gang allocation). Secrets are substituted into the script here and nowhere else, and so are
-    the SSH keys in `access`.
+    the SSH keys in `access`. The working directory of the task's previous launched attempt, if
+    any, is laid out by `attempt_dir` too: a path on the node that attempt ran on.
     """
     machine = job.machine
     where = machine.tasks[task].current.placement
@@ -78,6 +79,12 @@ def build_launch(
     )
     directory = attempt_dir(where["node"], job.framework_name, where["key"])
     working_dir = directory / "work"
+    previous = _previous_placement(machine, task)
+    previous_working_dir = (
+        None
+        if previous is None
+        else str(attempt_dir(previous["node"], job.framework_name, previous["key"]) / "work")
+    )
     role = job.spec.task_roles[task[0]]
     env = build_task_env(
         identity,
@@ -87,6 +94,7 @@ def build_launch(
         peers,
         task_attempt=machine.tasks[task].current.attempt_id,
         working_dir=str(working_dir),
+        previous_working_dir=previous_working_dir,
     )
     spec = job.spec.model_copy(update={"secrets": dict(secrets)})
     return TaskLaunch(
@@ -106,7 +114,24 @@ def build_launch(
         gpus=tuple(where["gpus"]),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
         docker_image=_image_uri(job, task[0]),
+        stop_grace_seconds=job.spec.extras.pod_graceful_deletion_timeout_sec,
     )
+
+
+def _previous_placement(machine: fw.Job, task: fw.TaskKey) -> Mapping[str, Any] | None:
+    """Where the task's latest earlier attempt that was launched ran: an earlier try of the task
+    in this job attempt (a task retry), else its last launched try in an earlier job attempt."""
+    earlier = [attempt.tasks.get(task) for attempt in machine.history]
+    tries = [
+        attempt
+        for earlier_task in (*earlier, machine.tasks[task])
+        if earlier_task is not None
+        for attempt in earlier_task.attempts
+    ][:-1]  # the last is the attempt being launched
+    for attempt in reversed(tries):
+        if attempt.placement is not None and attempt.launched_at is not None:
+            return attempt.placement
+    return None
 
 
 def _task_placement(where: Mapping[str, Any] | None) -> TaskPlacement:

@@ -14,6 +14,10 @@ from pydantic import Field
 from pai.protocol.base import Identifier, OpenProtocolModel, ProtocolModel
 from pai.protocol.prerequisites import FailurePolicy
 
+MAX_GRACE_SECONDS = 3600
+"""A task stopped or preempted is killed at most this long after SIGTERM: a preemptor waits for
+its victims, and cells held for longer than an hour are no longer worth the wait."""
+
 PriorityClass = Literal["prod", "test", "oppo"]
 DEFAULT_PRIORITY_CLASS: PriorityClass = "test"
 RUNTIME_PLUGINS_KEY = "com.microsoft.pai.runtimeplugin"
@@ -123,4 +127,13 @@ class Extras(OpenProtocolModel):
     )
     submit_from: str | None = Field(
         default=None, description="Where the job was submitted from (informational)."
+    )
+    pod_graceful_deletion_timeout_sec: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        description=(
+            "Seconds a task has between SIGTERM and SIGKILL when it is stopped or preempted, "
+            "to save its state; the cluster file's podGracefulDeletionTimeoutSec when absent."
+        ),
     )

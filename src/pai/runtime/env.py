@@ -95,11 +95,14 @@ def build_task_env(
     *,
     task_attempt: int = 0,
     working_dir: str,
+    previous_working_dir: str | None = None,
 ) -> dict[str, str]:
     """Every variable task `role`/`index` sees, given where each task of the job is placed.
 
     `placements` maps (role, index) to a placement; peers not placed yet (possible without gang
-    allocation) are left out of the per-task variables.
+    allocation) are left out of the per-task variables. `previous_working_dir` is the working
+    directory of the task's previous attempt, from which a retried or preempted task may resume
+    (`PAI_PREVIOUS_WORK_DIR`, absent on a first attempt).
     """
     by_name = {info.name: info for info in roles}
     _check_task(by_name, role, index, placements)
@@ -109,6 +112,8 @@ def build_task_env(
     env.update(_own_container_env(me, working_dir))
     env.update(_gpu_env(me.gpus))
     env.update(_framework_controller_env(job, role, index, task_attempt))
+    if previous_working_dir is not None:
+        env["PAI_PREVIOUS_WORK_DIR"] = previous_working_dir
     return env
 
 

@@ -106,6 +106,11 @@ class ReservationBook:
             if reservation.group == group:
                 del self.reservations[key]
 
+    def started_s(self, group: str) -> float | None:
+        """When a running group got its cells, None if it is not running."""
+        running = self._running.get(group)
+        return None if running is None else running.started_s
+
     def learned_run_s(self, vc: str) -> float | None:
         """The mean run time of the VC's completed groups, None before the first."""
         total, count = self._learned.get(vc, (0.0, 0))

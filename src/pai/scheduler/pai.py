@@ -11,6 +11,11 @@ there opportunistically):
   `starvation_after_s` in its VC gets a reservation there; other groups of the VC start only if
   they do not push its estimated start back, and its wait reason tells that start.
 
+- *Victims that lose the least*: when a VC takes back cells that opportunistic groups use, the
+  cells chosen are those whose groups lose the least work (`Scheduler.work_at_risk`). By
+  default that is the work since a group started, leaf cells x seconds, i.e. the youngest
+  groups go first; a caller that knows when groups saved checkpoints gives its own measure.
+
 `clock` gives the current time (the controller's clock, or a replay's virtual one); `run_time`
 what a group declares it needs (None: learned from its VC's finished groups). `overflow=False`
 leaves the overflow to the caller (a replay offers the opportunistic request itself).
@@ -31,7 +36,7 @@ from pai.scheduler.backfill import (
     describe_start,
     job_of,
 )
-from pai.scheduler.scheduler import Scheduler
+from pai.scheduler.scheduler import Scheduler, WorkAtRisk
 from pai.scheduler.types import (
     OPPORTUNISTIC_PRIORITY,
     Allocation,
@@ -93,8 +98,9 @@ class PaiScheduler(Scheduler):
         run_time: RunTime = no_declared_run_time,
         starvation_after_s: float = DEFAULT_STARVATION_AFTER_S,
         overflow: bool = True,
+        work_at_risk: WorkAtRisk | None = None,
     ) -> None:
-        super().__init__(cluster)
+        super().__init__(cluster, work_at_risk=work_at_risk or self.work_since_start)
         self.clock = clock
         self.run_time = run_time
         self.overflow = overflow
@@ -152,6 +158,15 @@ class PaiScheduler(Scheduler):
                 view = self._view_key(request)
                 self.book.started(name, view, request.leaf_cells, self.run_time(request), now)
         return result
+
+    def work_since_start(self, group_name: str) -> float:
+        """Leaf-cell-seconds a running group has run (since the scheduler started, if it was
+        rebuilt): all of it is lost if the group cannot resume from a checkpoint."""
+        group = self._groups.get(group_name)
+        started = self.book.started_s(group_name)
+        if group is None or started is None:
+            return 0.0
+        return group.request.leaf_cells * (self.clock() - started)
 
     def _view_key(self, request: GroupRequest) -> ViewKey | None:
         """The VC cells a guaranteed, non-pinned group is placed in (its first chain)."""

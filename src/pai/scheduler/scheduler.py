@@ -9,7 +9,9 @@ guaranteed groups only, as on a private cluster; first using free cells only, th
 treating the VC's lower-priority groups as preemptible. The chosen VC cells are then mapped to
 physical cells: already-bound cells keep their binding, unbound VC cells get free physical cells by
 buddy allocation (`buddy.TentativeFree`), which never breaks any VC's guarantee. Physical cells
-used by opportunistic groups are taken when needed: those groups become victims.
+used by opportunistic groups are taken when needed: those groups become victims. Free cells with
+the fewest opportunistic leaves are taken first; among those, given `work_at_risk` (what a
+running group would lose if preempted now), the cells whose groups lose the least.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TypeVar, cast
 from pai.cluster.model import ClusterConfig
 from pai.scheduler import reasons
 from pai.scheduler.admission import CapacityIndex
-from pai.scheduler.buddy import TentativeFree, free_key, usable
+from pai.scheduler.buddy import TentativeFree, usable
 from pai.scheduler.cells import PhysicalCell, VirtualCell
 from pai.scheduler.invariants import verify
 from pai.scheduler.picker import FREE, NOT_AVAILABLE, PREEMPTIBLE, LeafLayout, pick_leaves
@@ -50,11 +52,17 @@ class PlacementError(ValueError):
     """`allocate` was called with a placement the scheduler did not offer or cannot honour."""
 
 
+WorkAtRisk = Callable[[str], float]
+"""The work a running group (by name) would lose if it were preempted now, e.g. its GPU-seconds
+since its last checkpoint; any unit, as long as it is the same for every group."""
+
+
 class Scheduler(CellState):
     """HiveD over one cluster. Not thread-safe: the caller serialises calls."""
 
-    def __init__(self, cluster: ClusterConfig) -> None:
+    def __init__(self, cluster: ClusterConfig, *, work_at_risk: WorkAtRisk | None = None) -> None:
         self.cluster = cluster
+        self.work_at_risk = work_at_risk
         self._capacity = CapacityIndex(cluster)
         self._reset()
 
@@ -289,7 +297,8 @@ class Scheduler(CellState):
     ) -> list[list[PhysicalCell]] | None:
         """Physical leaves for the chosen VC leaves, without changing anything (HiveD's mapping:
         bound cells keep their binding; unbound ones get free cells of the same shape)."""
-        tentative = TentativeFree(state.free)
+        at_risk = self._opportunistic_work_in if self.work_at_risk is not None else None
+        tentative = TentativeFree(state.free, at_risk)
         assigned: dict[VirtualCell, PhysicalCell] = {}
         taken: set[PhysicalCell] = set()
         within = self._multi_node_cells.get(domain) if domain is not None else None
@@ -316,7 +325,7 @@ class Scheduler(CellState):
                         else:
                             parent_physical = physical_of(parent)
                             assert parent_physical is not None
-                            target = _free_child(parent_physical, taken)
+                            target = _free_child(parent_physical, taken, tentative.rank)
                         if target is None:
                             return None
                         assigned[vcell] = target
@@ -326,6 +335,17 @@ class Scheduler(CellState):
                 leaves.append(found)
             result.append(leaves)
         return result
+
+    def _opportunistic_work_in(self, cell: PhysicalCell) -> float:
+        """What the opportunistic groups running in `cell` would lose if a VC took it: a cell
+        bound to a VC is, sooner or later, all needed by it."""
+        assert self.work_at_risk is not None
+        holders = {
+            leaf.holder.name
+            for leaf in cell.at_level(1)
+            if leaf.holder is not None and leaf.reserver is None
+        }
+        return sum(self.work_at_risk(name) for name in holders)
 
     def _domain_for_floating(
         self, state: ChainState, chosen: list[list[VirtualCell]]
@@ -483,13 +503,17 @@ def _placement(
     return placement, [leaf for i in indices for leaf in pod_leaves[i]]
 
 
-def _free_child(parent: PhysicalCell, taken: set[PhysicalCell]) -> PhysicalCell | None:
+def _free_child(
+    parent: PhysicalCell,
+    taken: set[PhysicalCell],
+    rank: Callable[[PhysicalCell], tuple[float, ...]],
+) -> PhysicalCell | None:
     candidates = [
         child
         for child in parent.children
         if child.virtual is None and child not in taken and usable(child)
     ]
-    return min(candidates, key=free_key) if candidates else None
+    return min(candidates, key=rank) if candidates else None
 
 
 def _virtual_leaf_state(leaf: VirtualCell, priority: int) -> int:

@@ -168,6 +168,7 @@ class Replay:
         if isinstance(policy.scheduler, PaiScheduler):
             policy.scheduler.clock = self._now
             policy.scheduler.run_time = self._declared_run_time
+            policy.scheduler.work_at_risk = self._work_at_risk
 
     def _now(self) -> float:
         return self._clock.now
@@ -176,6 +177,22 @@ class Replay:
         """What a trace job "declares": its remaining trace duration (an exact estimate)."""
         job = self._active.get(request.name)
         return None if job is None else job.remaining_s
+
+    def _work_at_risk(self, group_name: str) -> float:
+        """GPU-seconds a running job would lose if preempted now (nothing if already charged)."""
+        job = self._active[group_name]
+        if job.charged_attempt == job.machine.attempt.attempt_id:
+            return 0.0
+        ran, saved = self._run_and_saved(job)
+        return job.trace.gpus * (ran - saved)
+
+    def _run_and_saved(self, job: _Job) -> tuple[float, float]:
+        """How long the job's current attempt has run, and how much of it checkpoints saved."""
+        running_since = job.machine.attempt.running_at
+        if running_since is None:
+            return 0.0, 0.0
+        ran = min(self._clock.now - running_since, job.remaining_s)
+        return ran, self.policy.checkpointed(ran)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -399,12 +416,10 @@ class Replay:
         for name in decision.victims:
             victim = self._active[name]
             attempt = victim.machine.attempt
-            running_since = attempt.running_at
-            if running_since is not None and victim.charged_attempt != attempt.attempt_id:
+            if attempt.running_at is not None and victim.charged_attempt != attempt.attempt_id:
                 # (a victim still being stopped may be named again by another preemptor)
                 victim.charged_attempt = attempt.attempt_id
-                ran = min(self._clock.now - running_since, victim.remaining_s)
-                saved = self.policy.checkpointed(ran)
+                ran, saved = self._run_and_saved(victim)
                 victim.progress_s += saved
                 lost = victim.trace.gpus * (ran - saved)
                 self._lost_gpu_seconds += lost
