@@ -18,7 +18,6 @@ from rich.console import Console
 
 from pai.cli.up import DEFAULT_PORT, check_port_free, load_settings, prepare_controller
 from pai.errors import ConfigurationError
-from pai.server.logconfig import configure_logging
 
 CONTROLLER_PORT = 9187
 LEASE_LOST_EXIT_CODE = 75
@@ -60,6 +59,7 @@ def controller(
     from pai.cli.lease import hold_lease
     from pai.platform import ControllerRole, create_platform_app
     from pai.server import build_server
+    from pai.server.logconfig import configure_logging
 
     settings, chosen, _ = prepare_controller(
         home, host, port, cluster, engine=engine, ray_address=ray_address

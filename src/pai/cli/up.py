@@ -22,7 +22,6 @@ from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_clus
 from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
 from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
-from pai.server.logconfig import configure_logging
 from pai.settings import Settings
 
 DEFAULT_PORT = 9186
@@ -78,6 +77,7 @@ def up(
     from pai.cli.lease import hold_lease
     from pai.platform import ControllerRole, create_platform_app
     from pai.server import build_server
+    from pai.server.logconfig import configure_logging
 
     # With API workers, they take --port and the controller serves on a loopback port of its
     # own, where the workers reach it for task logs and wake it up after a submission.
