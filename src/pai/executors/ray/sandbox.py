@@ -111,9 +111,8 @@ class RaySandbox:
         try:
             self._make_network()
             self._start_head()
-            starting = [self._worker_process(name) for name in self.workers]
-            for process in starting:
-                _finish(process)
+            for name in self.workers:  # one at a time: a slow machine times out on several
+                self.start_worker(name)
         except BaseException:
             self.close()
             raise
@@ -127,8 +126,15 @@ class RaySandbox:
         return bool(_namespace_pids(self.namespace(name)))
 
     def start_worker(self, name: str) -> None:
-        """Start (again) the worker's Ray node; it joins the cluster with a new node id."""
-        _finish(self._worker_process(name))
+        """Start (again) the worker's Ray node; it joins the cluster with a new node id.
+
+        On a busy machine a node's first request to the head can pass Ray's deadline, and its
+        `ray start` fails: it is tried once more."""
+        try:
+            _finish(self._worker_process(name))
+        except SandboxError:
+            self.stop_worker(name)
+            _finish(self._worker_process(name))
 
     def close(self) -> None:
         """Take everything down; safe to call more than once and after a failed start."""
