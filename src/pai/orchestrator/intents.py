@@ -39,6 +39,7 @@ from pai.protocol import (
 )
 from pai.runtime.plugins import PluginError, build_task_script
 from pai.scheduler.requests import RequestRefused, job_requests
+from pai.storage.jobs import named_storages
 from pai.store.models import JobRow, JobTag, NodeCordon, NodeEvent
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -68,7 +69,7 @@ class PreparedJob:
     def mounts_storages(self) -> bool:
         """Whether the job names storages (`extras.storages`), which are checked and
         recorded with it (`pai.storage.jobs.attach_storages`)."""
-        return (self.values["spec"].get("extras") or {}).get("storages") is not None
+        return named_storages(self.values["spec"]) is not None
 
 
 def prepare_job(

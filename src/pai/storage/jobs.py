@@ -40,10 +40,17 @@ KERNEL_FOLDERS = ("/proc", "/sys", "/dev")
 """Where a storage may not be mounted: the kernel's own file systems."""
 
 
+def named_storages(spec: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The storages a rendered job names in `extras.storages` (None: it names none; an empty
+    list: its submitter's default storages)."""
+    wanted: list[dict[str, Any]] | None = (spec.get("extras") or {}).get("storages")
+    return wanted
+
+
 def attach_storages(session: Session, job: JobRow, caller: Principal, text: str | bytes) -> None:
     """Record the storages `job` mounts (see the module docstring); raises NoStorageError,
     ForbiddenUserError or InvalidProtocolError naming the entry and its line."""
-    wanted = (job.spec.get("extras") or {}).get("storages")
+    wanted = named_storages(job.spec)
     if wanted is None:
         return
     if not wanted:
