@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,7 +32,6 @@ class ActiveJob:
     groups: list[GroupRequest]
     allocations: dict[str, Allocation] = field(default_factory=dict)
     wait_reason: WaitReason | None = None
-    dirty: bool = True
 
     @property
     def framework_name(self) -> str:
@@ -70,6 +70,40 @@ class ActiveJob:
     def group_idle(self, group: GroupRequest) -> bool:
         """No task of the group runs any more: its cells can go back to the scheduler."""
         return not any(self.machine.tasks[(pod.role, pod.index)].alive for pod in group.pods)
+
+
+@dataclass(frozen=True)
+class VcJobs:
+    running: int = 0
+    waiting: int = 0
+
+
+class VcTally:
+    """Running and waiting jobs per VC, updated job by job: a pass changes a few jobs of a
+    queue that may hold thousands, and recounting them all on every pass made the cost of a
+    submission grow with the queue."""
+
+    def __init__(self) -> None:
+        self._counted: dict[int, tuple[str, bool]] = {}  # job id -> (VC, waiting)
+        self._counts: Counter[tuple[str, bool]] = Counter()
+
+    def update(self, job: ActiveJob) -> None:
+        """Count `job` as it is now (a finished job is no longer counted)."""
+        before = self._counted.pop(job.id, None)
+        if before is not None:
+            self._counts[before] -= 1
+        if not job.machine.finished:
+            now = (job.spec.virtual_cluster, fw.job_shown_state(job.machine) == "WAITING")
+            self._counted[job.id] = now
+            self._counts[now] += 1
+
+    def per_vc(self) -> dict[str, VcJobs]:
+        vcs = {vc for vc, _ in self._counts}
+        return {
+            vc: VcJobs(running=self._counts[(vc, False)], waiting=self._counts[(vc, True)])
+            for vc in sorted(vcs)
+            if self._counts[(vc, False)] or self._counts[(vc, True)]
+        }
 
 
 def task_key(job: ActiveJob, task: fw.TaskKey) -> str:

@@ -38,6 +38,8 @@ from pai.orchestrator import framework as fw
 from pai.orchestrator.access import task_access
 from pai.orchestrator.active import (
     ActiveJob,
+    VcJobs,
+    VcTally,
     allocation_from_dict,
     allocation_to_dict,
     task_key,
@@ -92,12 +94,6 @@ class ControllerSettings:
     `poll_interval` only, so that it does not keep the loop busy."""
 
 
-@dataclass(frozen=True)
-class VcJobs:
-    running: int = 0
-    waiting: int = 0
-
-
 class SchedulingObserver(Protocol):
     """Told about scheduling as it happens (the monitor's metrics)."""
 
@@ -135,6 +131,11 @@ class Controller:
         self._ports = ports or PortAllocator()
         self._clock = clock
         self._jobs: dict[int, ActiveJob] = {}
+        # Jobs changed since they were last written, and the time each job's state machine next
+        # has something to do: a pass works on what changed, not on every job in the queue.
+        self._changed: dict[int, ActiveJob] = {}
+        self._timers: dict[int, float] = {}
+        self._tally = VcTally()
         self._keys: dict[str, tuple[int, fw.TaskKey]] = {}  # executor key -> job id, task
         self._key_of: dict[tuple[int, fw.TaskKey], str] = {}  # the reverse, for live tasks
         self._owners: dict[str, ActiveJob] = {}  # scheduler group name -> job
@@ -246,9 +247,10 @@ class Controller:
         self._follow_node_states()
         for event in self.executor.events():
             self._on_executor_event(event, now)
-        for job in list(self._jobs.values()):
-            wakeup = fw.next_wakeup(job.machine)
-            if wakeup is not None and wakeup <= now:
+        self._set_timers(self._changed.values())
+        for job_id, wakeup in list(self._timers.items()):
+            if wakeup <= now:
+                job = self._jobs[job_id]
                 self._handle(job, fw.on_tick(job.machine, now), now)
         if self._schedule_needed or self._new_demand:
             self._schedule_pass(now)
@@ -349,7 +351,6 @@ class Controller:
                 job, task = found
                 attempt = job.machine.tasks[task].current.attempt_id
                 self._handle(job, fw.on_task_running(job.machine, task, attempt, now), now)
-                job.dirty = True
         elif event.result is not None:
             self._on_exit(event.key, event.result.classification, now)
 
@@ -388,7 +389,7 @@ class Controller:
     # -- actions of the state machine -------------------------------------------------------------
 
     def _handle(self, job: ActiveJob, actions: Iterable[fw.Action], now: float) -> None:
-        job.dirty = True
+        self._changed[job.id] = job
         for action in actions:
             if isinstance(action, fw.RequestPlacement):
                 self._new_demand.add(job.id)
@@ -491,7 +492,7 @@ class Controller:
             self._commit(job, group, placement, now)
         if job.wait_reason != blocked:
             job.wait_reason = blocked
-            job.dirty = True
+            self._changed[job.id] = job
             if blocked is not None:
                 self._record(job, "Normal", "Waiting", blocked.message)
 
@@ -660,36 +661,38 @@ class Controller:
         )
 
     def _persist(self) -> bool:
-        """Write every changed job (and new events) in one transaction; say if anything was."""
-        dirty = [job for job in self._jobs.values() if job.dirty]
-        if not dirty and not self._events:
+        """Write every changed job (and new events) in one transaction; say if anything was.
+        If the write fails, the jobs stay marked as changed for the next pass."""
+        changed = list(self._changed.values())
+        if not changed and not self._events:
             return False
         # Rows are built before the transaction so that it holds the write lock only to write.
-        rows = [{"id": job.id, **_row_values(job)} for job in dirty]
+        rows = [{"id": job.id, **_row_values(job)} for job in changed]
         with self.database.session() as session:
             if rows:
                 session.execute(update(JobRow), rows)
             if self._events:
                 session.execute(insert(JobEvent), self._events)
-        for job in dirty:
-            job.dirty = False
+        self._changed.clear()
         self._events = []
-        for job in dirty:
+        self._set_timers(changed)
+        for job in changed:
+            self._tally.update(job)
             if job.machine.finished:
                 del self._jobs[job.id]
         return True
 
+    def _set_timers(self, jobs: Iterable[ActiveJob]) -> None:
+        for job in jobs:
+            wakeup = None if job.machine.finished else fw.next_wakeup(job.machine)
+            if wakeup is None:
+                self._timers.pop(job.id, None)
+            else:
+                self._timers[job.id] = wakeup
+
     def _publish(self) -> None:
         self._snapshot = self.scheduler.snapshot()
-        counts: dict[str, VcJobs] = {}
-        for job in self._jobs.values():
-            vc = job.spec.virtual_cluster
-            current = counts.get(vc, VcJobs())
-            if fw.job_shown_state(job.machine) == "WAITING":
-                counts[vc] = replace(current, waiting=current.waiting + 1)
-            else:
-                counts[vc] = replace(current, running=current.running + 1)
-        self._vc_jobs = counts
+        self._vc_jobs = self._tally.per_vc()
 
     # -- recovery ---------------------------------------------------------------------------------
 
@@ -710,6 +713,7 @@ class Controller:
             machine = fw.Job.from_dict(job_policy(spec, self.settings.backoff), status or {})
             job = ActiveJob(job_id, username, name, submitted_at, spec, machine, groups=[])
             self._jobs[job_id] = job
+            self._changed[job_id] = job
             try:
                 job.groups = job_requests(spec, self.scheduler.cluster, job.framework_name)
             except RequestRefused as refused:

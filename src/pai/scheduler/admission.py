@@ -17,6 +17,17 @@ class Capacity:
 
 
 class CapacityIndex:
+    _latest: CapacityIndex | None = None
+
+    @classmethod
+    def of(cls, cluster: ClusterConfig) -> CapacityIndex:
+        """The index of `cluster`, built once while it stays the cluster asked about: every
+        submission checks its job against it, and building it walks every cell."""
+        latest = cls._latest
+        if latest is None or latest.cluster is not cluster:
+            latest = cls._latest = cls(cluster)
+        return latest
+
     def __init__(self, cluster: ClusterConfig) -> None:
         self.cluster = cluster
         self.chains: dict[str, Capacity] = {}

@@ -93,7 +93,7 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
     groups: dict[str, list[_Role]] = {}
     for member in roles:
         groups.setdefault(member.group, []).append(member)
-    capacity = CapacityIndex(cluster)
+    capacity = CapacityIndex.of(cluster)
     requests: list[GroupRequest] = []
     for group_name, members in groups.items():
         try:
