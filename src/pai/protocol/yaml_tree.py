@@ -253,6 +253,9 @@ def compose_document(text: str) -> Node | None:
     Raises ProtocolError for YAML syntax errors, a second document, an alias without anchor or
     inside its own anchor, and documents beyond MAX_NODES or MAX_DEPTH.
     """
+    ordinary = _composed_by_libyaml(text)
+    if ordinary is not None:
+        return ordinary
     try:
         return _Composer(text).compose()
     except _ParserNestingLimit:
@@ -260,3 +263,55 @@ def compose_document(text: str) -> Node | None:
         # scanning ahead, before the events that cross MAX_DEPTH reach the composer. The pure
         # Python parser has no such limit, so it finds the level where the document crosses ours.
         return _Composer(text).compose(yaml.SafeLoader)
+
+
+def _composed_by_libyaml(text: str) -> Node | None:
+    """The tree as libyaml's own composer builds it, twice as fast as composing from events
+    here, if the document is an ordinary one: one non-empty document, within the limits, with
+    no alias inside its own anchor. None for anything else, which the careful composer above
+    then accepts or explains.
+
+    libyaml composes aliases as shared nodes, without expanding them, so an alias bomb is small
+    here and is caught by `_within_limits` before anything walks it expanded."""
+    if _EventParser is yaml.SafeLoader:
+        return None
+    try:
+        root = yaml.compose(text, Loader=_EventParser)
+    except yaml.YAMLError:
+        return None
+    return root if root is not None and _within_limits(root) else None
+
+
+def _within_limits(root: Node) -> bool:
+    """Whether `root`, with every alias expanded, has at most MAX_NODES nodes and MAX_DEPTH
+    levels (counted as the composer above counts them) and no node inside itself."""
+    measured: dict[int, tuple[int, int]] = {}  # id of a collection -> (size, depth) expanded
+    inside: set[int] = set()  # collections being measured, to find a node inside itself
+
+    def measure(node: Node, level: int) -> tuple[int, int] | None:
+        if isinstance(node, ScalarNode):
+            return (1, 1) if level <= MAX_DEPTH else None
+        known = measured.get(id(node))
+        if known is not None:
+            return known if level + known[1] - 1 <= MAX_DEPTH else None
+        if level > MAX_DEPTH or id(node) in inside:
+            return None
+        inside.add(id(node))
+        children = node.value if isinstance(node, SequenceNode) else _flat_pairs(node)
+        size, depth = 1, 1
+        for child in children:
+            found = measure(child, level + 1)
+            if found is None:
+                return None
+            size, depth = size + found[0], max(depth, found[1] + 1)
+            if size > MAX_NODES:
+                return None
+        inside.discard(id(node))
+        measured[id(node)] = (size, depth)
+        return size, depth
+
+    return measure(root, 1) is not None
+
+
+def _flat_pairs(node: Node) -> list[Node]:
+    return [item for pair in node.value for item in pair]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from yaml.constructor import SafeConstructor
+from yaml.error import Mark
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from pai.protocol.base import describe_value
@@ -26,13 +27,6 @@ _MERGE = _TAG + "merge"
 _NOT_MERGEABLE = "'<<' can only merge mappings into a mapping"
 
 
-@dataclass(frozen=True)
-class _Entry:
-    dotted: str
-    key: Position | None
-    value: Position
-
-
 def _join(dotted: str, item: Any, *, index: bool) -> str:
     if index:
         return f"{dotted}[{item}]"
@@ -40,29 +34,25 @@ def _join(dotted: str, item: Any, *, index: bool) -> str:
 
 
 class SourceMap:
-    """Where each value of a document sits in the text, by field path."""
+    """Where each value of a document sits in the text, by field path.
+
+    Only the parser's marks are kept for each value; positions and dotted paths are worked out
+    when a problem is reported, since a valid job (the usual case) never needs them."""
 
     def __init__(self) -> None:
-        self._entries: dict[Path, _Entry] = {}
+        # path -> (mark of its key or None, mark of its value, whether it is a list item)
+        self._entries: dict[Path, tuple[Mark | None, Mark, bool]] = {}
 
-    def record(self, path: Path, key: Position | None, value: Position, *, index: bool) -> None:
-        parent = self.dotted(path[:-1]) if path else ""
-        dotted = _join(parent, path[-1], index=index) if path else ""
-        self._entries[path] = _Entry(dotted=dotted, key=key, value=value)
-
-    def _nearest(self, path: Path) -> tuple[Path, _Entry | None]:
-        for length in range(len(path), -1, -1):
-            entry = self._entries.get(path[:length])
-            if entry is not None:
-                return path[:length], entry
-        return (), None
+    def record(self, path: Path, key: Mark | None, value: Mark, *, index: bool) -> None:
+        self._entries[path] = (key, value, index)
 
     def dotted(self, path: Path) -> str:
         """The path as users read it: `taskRoles.worker.commands[0]`."""
-        known, entry = self._nearest(path)
-        dotted = entry.dotted if entry else ""
-        for item in path[len(known) :]:
-            dotted = _join(dotted, item, index=isinstance(item, int) and not isinstance(item, bool))
+        dotted = ""
+        for length, item in enumerate(path, start=1):
+            entry = self._entries.get(path[:length])
+            index = entry[2] if entry else isinstance(item, int) and not isinstance(item, bool)
+            dotted = _join(dotted, item, index=index)
         return dotted
 
     def position(self, path: Path, *, of_key: bool = False) -> Position | None:
@@ -70,12 +60,12 @@ class SourceMap:
 
         A path not in the document (a missing field) is placed at its nearest enclosing value.
         """
-        _, entry = self._nearest(path)
-        if entry is None:
-            return None
-        if of_key and entry.key is not None:
-            return entry.key
-        return entry.value
+        for length in range(len(path), -1, -1):
+            entry = self._entries.get(path[:length])
+            if entry is not None:
+                key, value, _ = entry
+                return position_of(key if of_key and key is not None else value)
+        return None
 
     def problem(self, path: Path, message: str, *, of_key: bool = False) -> Problem:
         """A problem about the value at `path`, located in the text."""
@@ -130,8 +120,8 @@ class _Builder:
             Problem(self.sources.dotted(path), message, line=where.line, column=where.column)
         )
 
-    def value(self, node: Node, path: Path, key: Position | None, *, index: bool = False) -> Any:
-        self.sources.record(path, key, position_of(node.start_mark), index=index)
+    def value(self, node: Node, path: Path, key: Mark | None, *, index: bool = False) -> Any:
+        self.sources.record(path, key, node.start_mark, index=index)
         if isinstance(node, ScalarNode):
             return self.scalar(node, path)
         if isinstance(node, SequenceNode) and node.tag == _TAG + "seq":
@@ -172,23 +162,24 @@ class _Builder:
 
     def mapping(self, node: MappingNode, path: Path) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
-        written: dict[Any, Position] = {}
+        written: dict[Any, Mark] = {}
         for key_node, value_node, merged in self._pairs(node, path):
             key = self._key(key_node, path)
             if isinstance(key, _Invalid):
                 continue
-            key_position = position_of(key_node.start_mark)
+            key_mark = key_node.start_mark
             if not merged:
                 first = written.get(key)
                 if first is not None:
                     self._report(
                         key_node,
                         (*path, key),
-                        f"duplicate key {describe_value(key)} (first written on line {first.line})",
+                        f"duplicate key {describe_value(key)} "
+                        f"(first written on line {position_of(first).line})",
                     )
                     continue
-                written[key] = key_position
-            result[key] = self.value(value_node, (*path, key), key_position)
+                written[key] = key_mark
+            result[key] = self.value(value_node, (*path, key), key_mark)
         return result
 
     def _key(self, node: Node, path: Path) -> Any:
