@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from datetime import datetime, timedelta
 
 import jwt
@@ -85,6 +86,18 @@ def test_an_expired_token_is_refused_and_its_record_purged_later(database: Datab
     issue(database, service, timedelta(minutes=5))  # issuing purges expired records
     with database.session() as session:
         assert identity.find_token(session, token_hash(expired)) is None
+
+
+def test_a_token_that_expires_after_its_first_use_is_refused_then(database: Database) -> None:
+    """Checked signatures are remembered; the expiry must still be checked on each use."""
+    clock = Clock()
+    service = TokenService(KEY, clock=clock)
+    clock.now = utcnow() - timedelta(minutes=5) + timedelta(seconds=2)
+    token = issue(database, service, timedelta(minutes=5))  # expires 1 to 2 s from now
+    assert verify(database, service, token) == "admin"
+    time.sleep(2.1)
+    with pytest.raises(UnauthorizedUserError, match="expired"):
+        verify(database, service, token)
 
 
 def test_signatures_from_other_keys_and_garbage_are_refused(database: Database) -> None:

@@ -3,9 +3,11 @@ refusal of NUL in URLs (`pai.server.nul`), and the API paths OpenPAI's clients w
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import secrets
 import time
-import uuid
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,6 +18,25 @@ from pai.server.logconfig import redact
 from pai.server.nul import NUL_REFUSED, nul_in_url
 
 logger = logging.getLogger("pai.server.requests")
+
+
+class _RequestIds:
+    """Request ids unique across processes: a random prefix per process and a counter (a
+    random id per request cost a system call for the random bytes of every request)."""
+
+    def __init__(self) -> None:
+        self._renew()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self) -> None:
+        self._prefix = secrets.token_hex(4)
+        self._counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):08x}"
+
+
+_request_ids = _RequestIds()
 
 
 class RequestLogMiddleware:
@@ -30,7 +51,7 @@ class RequestLogMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex[:16]
+        request_id = _request_ids.next()
         status: int | None = None
         started = time.perf_counter()
 
