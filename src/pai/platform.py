@@ -36,7 +36,7 @@ from pai.orchestrator.wakeups import WakeupListener
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
 from pai.scheduler.pai import build_scheduler
-from pai.server import Lifespan, create_app
+from pai.server import Lifespan, create_app, settle_heap
 from pai.server.context import ServerContext
 from pai.server.forwarding import ControllerForwarding
 from pai.server.logconfig import configure_logging
@@ -291,7 +291,9 @@ def api_app_from_environment() -> FastAPI:
             finally:
                 logging.getLogger().removeHandler(handler)
 
-    return create_api_app(settings, lifespans=[log_to_file])
+    app = create_api_app(settings, lifespans=[log_to_file])
+    settle_heap()
+    return app
 
 
 def _routers() -> tuple[list[APIRouter], list[APIRouter]]:

@@ -58,7 +58,7 @@ def controller(
     one stops renewing the lease (PAI_CONTROLLER_LEASE_SECONDS)."""
     from pai.cli.lease import hold_lease
     from pai.platform import ControllerRole, create_platform_app
-    from pai.server import build_server
+    from pai.server import build_server, settle_heap
     from pai.server.logconfig import configure_logging
 
     settings, chosen, _ = prepare_controller(
@@ -82,6 +82,7 @@ def controller(
         )
         app = create_platform_app(settings, chosen, role=role)
         console.print(f"PAI controller {leadership.holder} acts; API workers reach it at {address}")
+        settle_heap()
         build_server(app, host=host, port=port).run()
     if lost:
         console.print("[red]The controller lost its lease and stopped acting.[/red]")

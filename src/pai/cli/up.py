@@ -76,7 +76,7 @@ def up(
 
     from pai.cli.lease import hold_lease
     from pai.platform import ControllerRole, create_platform_app
-    from pai.server import build_server
+    from pai.server import build_server, settle_heap
     from pai.server.logconfig import configure_logging
 
     # With API workers, they take --port and the controller serves on a loopback port of its
@@ -102,6 +102,7 @@ def up(
             console.print(ray_nodes_table(chosen, ray_nodes))
         if api_workers:
             running.enter_context(api_worker_processes(settings, host, port, api_workers))
+        settle_heap()
         build_server(app, host=controller_host, port=controller_port).run()
     console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
 

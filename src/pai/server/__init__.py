@@ -2,7 +2,7 @@
 
 from pai.server.app import API_PREFIX, Lifespan, announce_admin_password, create_app
 from pai.server.context import ServerContext
-from pai.server.serve import build_server
+from pai.server.serve import build_server, settle_heap
 
 __all__ = [
     "API_PREFIX",
@@ -11,4 +11,5 @@ __all__ = [
     "announce_admin_password",
     "build_server",
     "create_app",
+    "settle_heap",
 ]

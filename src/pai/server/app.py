@@ -88,7 +88,8 @@ def create_app(
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(RequestLogMiddleware)
     protect_library_loggers()
-    for router in (*IDENTITY_ROUTERS, *routers):
+    # The jobs API (first of `routers`) is matched first: it takes the most requests.
+    for router in (*routers, *IDENTITY_ROUTERS):
         app.include_router(router, prefix=API_PREFIX, dependencies=[Depends(single_valued_query)])
     app.include_router(health.router)
     for router in root_routers:

@@ -41,6 +41,8 @@ Context = Annotated[ServerContext, Depends(get_context)]
 async def single_valued_query(request: Request) -> None:
     """Every query parameter of the API takes one value (a list is comma-separated), so one
     given twice is refused, as OpenPAI's server does, rather than silently read as its last."""
+    if not request.scope.get("query_string"):
+        return
     counts = Counter(name for name, _ in request.query_params.multi_items())
     for name, count in counts.items():
         if count > 1:
