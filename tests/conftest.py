@@ -8,12 +8,17 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+import task_ports
+
 STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 
 # A real API server for any test that needs one (fixtures pai_server, start_pai_server,
 # pai_database_url; see tests/server/harness.py), and `pai up` in a process of its own
 # (fixture pai_up; see tests/e2e/pai_process.py).
 pytest_plugins = ["server.harness", "e2e.pai_process"]
+
+# Under pytest-xdist, the platforms of this worker hand out task ports no other worker does.
+task_ports.use_worker_share()
 
 
 def require(available: bool, reason: str) -> None:
