@@ -8,12 +8,17 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+import task_ports
+
 STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 
 # A real API server for any test that needs one (fixtures pai_server, start_pai_server,
 # pai_database_url; see tests/server/harness.py), and `pai up` in a process of its own
 # (fixture pai_up; see tests/e2e/pai_process.py).
 pytest_plugins = ["server.harness", "e2e.pai_process"]
+
+# Under pytest-xdist, the platforms of this worker hand out task ports no other worker does.
+task_ports.use_worker_share()
 
 
 def require(available: bool, reason: str) -> None:
@@ -75,3 +80,36 @@ def torch_module():  # type: ignore[no-untyped-def]
     except ImportError:
         require(False, "torch is not installed (pip install torch==2.13.0)")
     return torch
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With `--dist loadgroup` (pyproject.toml), the tests that share one instance of a
+    module-scoped fixture (a module's server or platform, once per database backend) run on one
+    worker, which sets it up once, instead of each worker setting up its own. A test marked with
+    a group of its own keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = _shared_fixture_group(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The module and the parameters of the module-scoped fixtures `item` uses; None if it
+    uses none."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is None:
+        return None
+    shared = [
+        name
+        for name, fixtures in definitions.name2fixturedefs.items()
+        if fixtures and fixtures[-1].scope in ("module", "class")
+    ]
+    if not shared:
+        return None
+    callspec = getattr(item, "callspec", None)
+    indices = callspec.indices if callspec is not None else {}
+    # No "[" or "]": xdist finds the group after the last "@" that follows any "]".
+    parameters = [f"{name}={indices[name]}" for name in sorted(shared) if name in indices]
+    return " ".join([item.nodeid.split("::")[0], *parameters])

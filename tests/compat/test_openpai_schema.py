@@ -23,6 +23,9 @@ from compat.openapi30 import OpenApiDocument
 from server.harness import Account, RunningServer, bearer_auth
 from server.jobapi import submit, wait_for
 
+# On the worker that runs test_openpai_sdk.py too: one `npm ci` of the SDK instead of two.
+pytestmark = pytest.mark.xdist_group("openpai-sdk")
+
 NOT_IMPLEMENTED = {
     ("GET", "/api/v2/authn/oidc/login"): "PAI logs users in with a password (basic mode)",
     ("GET", "/api/v2/authn/oidc/logout"): "PAI logs users in with a password (basic mode)",

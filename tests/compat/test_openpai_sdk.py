@@ -21,7 +21,8 @@ SCENARIO = HERE / "openpai_sdk_scenario.js"
 JOB_FILE = HERE / "jobs" / "openpai-skunum.yaml"
 SCENARIO_TIMEOUT_SECONDS = 180
 
-pytestmark = pytest.mark.slow
+# On the worker that runs test_openpai_schema.py too: one `npm ci` of the SDK instead of two.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("openpai-sdk")]
 
 
 def run_scenario(node: str, openpai_sdk: Path, server: PaiUp) -> dict[str, Any]:

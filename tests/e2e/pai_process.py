@@ -17,6 +17,7 @@ import pytest
 from pai.executors.local import kill_processes_under
 from pai.sdk import Client
 from server.harness import LOCAL_CLUSTER_FILE
+from task_ports import pai_command
 
 ADMIN_PASSWORD = "up-Admin-password-1"
 
@@ -45,7 +46,10 @@ def spawn(
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "ab") as stream:
         return subprocess.Popen(
-            [str(pai), *arguments], env=environment, stdout=stream, stderr=subprocess.STDOUT
+            [*pai_command(pai), *arguments],
+            env=environment,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
         )
 
 

@@ -28,7 +28,9 @@ from pai.sdk.errors import NotFoundError
 from pai.sdk.job_models import JobDetail
 from web.portal_client import send_login
 
-pytestmark = pytest.mark.slow
+# All on one worker, which starts the module's Ray cluster once: a cluster per worker would mean
+# several `ray start` at once, which miss Ray's deadlines on a 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 WORKERS = ("w1", "w2")
 MISSING_NODE_ADDRESS = "10.255.255.254"

@@ -162,7 +162,10 @@ def test_a_cordoned_node_takes_no_new_task_until_uncordoned(
         # Opportunistic tasks may use any idle node; this gang needs all four nodes.
         oppo = "extras: {hivedScheduler: {jobPriorityClass: oppo}}\n"
         submit(client, "everywhere", instances=4, cpu=4, extras=oppo)
-        time.sleep(3)
+        wait_until(
+            lambda: client.get("/jobs/admin~everywhere").json()["jobStatus"]["waitReason"],
+            "the scheduler to say why the gang waits",
+        )
         waiting = client.get("/jobs/admin~everywhere").json()["jobStatus"]
 
         assert client.delete("/cluster/nodes/node2/cordon").status_code == 200
@@ -173,6 +176,8 @@ def test_a_cordoned_node_takes_no_new_task_until_uncordoned(
         nodes = {n["name"]: n for n in client.get("/cluster/nodes").json()}
 
     assert waiting["state"] == "WAITING"
+    reason = waiting["waitReason"]
+    assert (reason["kind"], reason["details"]["nodes"]) == ("bad_nodes", ["node2"])
     assert nodes["node2"]["engineState"] == "alive"
     [(recipients, message)] = mailbox.messages
     assert recipients == ["ops@example.com"]

@@ -1,6 +1,6 @@
 """Fixtures of the portal tests: the whole platform (API, portal, controller, local executor on
 the four-node example cluster, SQLite) once per test module, and Debian's Chromium driven by
-Playwright, one browser for the session and a fresh context (cookies, viewport) per test."""
+Playwright, one browser per test module and a fresh context (cookies, viewport) per test."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Browser]:
+    """Per module, not per session: while Playwright's synchronous API is started, its event
+    loop counts as running in this thread, and the `asyncio.run` of a test that a worker runs
+    after a portal test's module (tests/server/test_intake.py) would fail."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         yield browser

@@ -166,6 +166,16 @@ class RaySandbox:
             self._run([*inside, "link", "set", "lo", "up"])
 
     def _start_head(self) -> None:
+        """Start the head's Ray node. On a busy machine its raylet can take longer to register
+        than `ray start` waits (30 s, fixed), and the start fails: it is tried once more, after
+        what the first try left running is gone."""
+        try:
+            self._head_process()
+        except SandboxError:
+            kill_processes_under(self.root / "head")
+            self._head_process()
+
+    def _head_process(self) -> None:
         self._port = _free_port(self.head_ip)
         _finish(
             subprocess.Popen(
