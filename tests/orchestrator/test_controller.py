@@ -10,6 +10,7 @@ import json
 import shlex
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,6 +134,13 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
         yield platform
 
 
+def own_sleep(seconds: int) -> str:
+    """A duration for `sleep` that only the calling test uses (`300.042917`): tests running in
+    the suite's other process sleep too, and a test that looks for its tasks among the
+    machine's processes must find its own only."""
+    return f"{seconds}.{uuid.uuid4().int % 10**6:06d}"
+
+
 def job(name: str, commands: list[str], **extra: str) -> str:
     lines = "\n".join(f"      - {json.dumps(command)}" for command in commands)
     more = "\n".join(f"{key}: {value}" for key, value in extra.items())
@@ -222,14 +230,14 @@ def test_an_unrecognised_failure_uses_up_the_retries(platform: Platform) -> None
 
 
 def test_a_task_killed_from_outside_is_retried_without_counting(platform: Platform) -> None:
-    marker = platform.home / "second-run"
+    marker, nap = platform.home / "second-run", own_sleep(60)
     name = platform.submit(
         job(
             "killed",
             [
                 f"if [ -e {marker} ]; then echo second run; exit 0; fi",
                 f"touch {marker}",
-                "sleep 60",
+                f"sleep {nap}",
             ],
         )
     )
@@ -237,7 +245,7 @@ def test_a_task_killed_from_outside_is_retried_without_counting(platform: Platfo
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         sleepers = [
-            p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "60"]
+            p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", nap]
         ]
         if sleepers and marker.exists():
             break
@@ -251,37 +259,37 @@ def test_a_task_killed_from_outside_is_retried_without_counting(platform: Platfo
 
 
 def test_master_success_ends_the_job_and_stops_the_workers(platform: Platform) -> None:
+    nap = own_sleep(300)
     name = platform.submit(
-        """
+        f"""
         protocolVersion: 2
         name: master
         type: job
-        prerequisites: [{type: dockerimage, name: image, uri: "python:3.11"}]
+        prerequisites: [{{type: dockerimage, name: image, uri: "python:3.11"}}]
         taskRoles:
           master:
             dockerImage: image
-            completion: {minSucceededInstances: 1}
-            resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
+            completion: {{minSucceededInstances: 1}}
+            resourcePerInstance: {{cpu: 1, memoryMB: 256, gpu: 0}}
             commands: ["sleep 1", "echo master done"]
           worker:
             instances: 2
             dockerImage: image
-            completion: {minFailedInstances: -1, minSucceededInstances: -1}
-            resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
-            commands: ["sleep 300"]
+            completion: {{minFailedInstances: -1, minSucceededInstances: -1}}
+            resourcePerInstance: {{cpu: 1, memoryMB: 256, gpu: 0}}
+            commands: ["sleep {nap}"]
         """
     )
     row = platform.wait(name)
     assert row.state == "SUCCEEDED"
     tasks = platform.tasks(name)
     assert tasks[("worker", 0)]["attempts"][-1]["completion"]["code"] == -220
-    assert not [
-        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]
-    ]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", nap]]
 
 
 def test_stopping_a_running_job_leaves_no_process_behind(platform: Platform) -> None:
-    name = platform.submit(job("long", ["sleep 301 & sleep 302; wait"]))
+    naps = own_sleep(301), own_sleep(302)
+    name = platform.submit(job("long", [f"sleep {naps[0]} & sleep {naps[1]}; wait"]))
     platform.wait(name, {"RUNNING"})
     platform.stop(name)
     row = platform.wait(name)
@@ -289,7 +297,7 @@ def test_stopping_a_running_job_leaves_no_process_behind(platform: Platform) -> 
     assert not [
         p
         for p in psutil.process_iter(["cmdline"])
-        if p.info["cmdline"] in (["sleep", "301"], ["sleep", "302"])
+        if p.info["cmdline"] in (["sleep", naps[0]], ["sleep", naps[1]])
     ]
 
 
