@@ -28,7 +28,7 @@ from pai.cluster import ClusterConfig, load_cluster
 from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.orchestrator.controller import Controller, ControllerSettings
-from pai.orchestrator.intents import find_job, request_stop, submit_job
+from pai.orchestrator.intents import find_job, prepare_job, record_job, request_stop
 from pai.runtime.ports import PortAllocator
 from pai.scheduler import Scheduler
 from pai.store import Database
@@ -99,18 +99,17 @@ class Bench:
         self.home = home
 
     def submit(self, name: str, tasks: int) -> str:
+        job = prepare_job(
+            self.cluster,
+            self.box,
+            username="bench",
+            text=job_text(name, tasks),
+            may_use_vc=lambda _vc: True,
+        )
         with self.database.session() as session:
-            row = submit_job(
-                session,
-                self.cluster,
-                self.box,
-                username="bench",
-                text=job_text(name, tasks),
-                may_use_vc=lambda _vc: True,
-            )
-            framework_name = row.framework_name
+            record_job(session, job)
         self.controller.wake()
-        return framework_name
+        return job.framework_name
 
     def all_running(self, name: str) -> bool:
         with self.database.session() as session:

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import create_engine, delete, func, select
 
 from pai.errors import ConfigurationError
 from pai.store import Database, Group, Token, User
@@ -122,3 +122,25 @@ def test_a_postgresql_url_without_driver_uses_psycopg() -> None:
     database = Database("postgresql://pai@127.0.0.1:5432/pai")
     assert (database.backend, database.url.drivername) == ("postgresql", "postgresql+psycopg")
     database.dispose()
+
+
+def test_a_pooled_postgresql_connection_closed_while_idle_is_replaced_unnoticed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server (or a firewall, or an administrator) may close a connection that sits in the
+    pool; the next transaction gets a live one instead of an error."""
+    import pai.store.database as database_module
+
+    database = Database(postgres_url)
+    try:
+        with database.engine.connect() as connection:
+            pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        administrator = create_engine(postgres_url)
+        with administrator.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+        administrator.dispose()
+        monkeypatch.setattr(database_module, "PING_AFTER_IDLE_SECONDS", 0.0)
+        with database.reading() as session:
+            assert session.execute(select(func.pg_backend_pid())).scalar() != pid
+    finally:
+        database.dispose()

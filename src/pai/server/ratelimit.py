@@ -6,16 +6,21 @@ much of it still overlaps the last period. That estimate slides like an exact sl
 (no doubled burst across a window boundary) while it costs one row per key and window, and
 one upsert per event, whatever the limit. `Retry-After` says when the estimate lets the next
 event in.
+
+A closed window's counts no longer change, so each process reads a key's previous count once
+per window and remembers it: counting a burst of events then costs one statement.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import ColumnElement, delete, select, update
+from sqlalchemy import ColumnElement, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -24,6 +29,8 @@ from pai.store.models import RateWindow
 
 KEY_LENGTH = 320
 """As long as `rate_windows.key`: longer keys (user names are not checked at login) are cut."""
+MAX_REMEMBERED_KEYS = 100_000
+"""Previous-window counts remembered per limiter; beyond, the window's are read again."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,10 @@ class StoredRateLimiter:
         self.period = period
         self._what = what
         self._clock = clock
+        self._closed_counts: tuple[int, dict[str, int]] = (-1, {})
+        """A closed window's index and the counts of the keys read from it."""
+        self._closed_lock = threading.Lock()
+        self._upserts: dict[str, Any] = {}
 
     def acquire(self, session: Session, key: str) -> None:
         """Count one event for `key`, or raise `TooManyRequestsError` saying when to retry."""
@@ -71,7 +82,7 @@ class StoredRateLimiter:
         retrying too early does not push the wait further."""
         window = self._window()
         totals = self._increment(session, counts, window)
-        previous = self._counts(session, list(counts), window.index - 1)
+        previous = self._previous_counts(session, list(counts), window)
         weight = 1 - window.elapsed / self.period
         outcomes: dict[str, tuple[int, TooManyRequestsError | None]] = {}
         for key, count in counts.items():
@@ -95,7 +106,7 @@ class StoredRateLimiter:
         the caller counts with `record` only what should count, such as a failed login)."""
         window = self._window()
         current = self._count(session, key, window.index) + 1
-        previous = self._count(session, key, window.index - 1)
+        previous = self._previous_counts(session, [key], window).get(key, 0)
         if self._estimate(current, previous, window) > self.limit:
             raise self._refusal(key, current, previous, window)
 
@@ -132,28 +143,40 @@ class StoredRateLimiter:
         )
         return {stored[cut]: int(count) for cut, count in rows}
 
+    def _previous_counts(
+        self, session: Session, keys: list[str], window: _Window
+    ) -> dict[str, int]:
+        """The counts of `keys` in the window before `window`, read from the store only for
+        the keys not read since that window closed."""
+        closed = window.index - 1
+        with self._closed_lock:
+            if self._closed_counts[0] != closed or len(self._closed_counts[1]) > MAX_REMEMBERED_KEYS:
+                self._closed_counts = (closed, {})
+            remembered = self._closed_counts[1]
+            unread = [key for key in keys if key not in remembered]
+        if unread:
+            read = self._counts(session, unread, closed)
+            with self._closed_lock:
+                if self._closed_counts[0] == closed:
+                    remembered.update({key: read.get(key, 0) for key in unread})
+        else:
+            read = {}
+        return {key: remembered.get(key, read.get(key, 0)) for key in keys}
+
     def _increment(
         self, session: Session, counts: Mapping[str, int], window: _Window
     ) -> dict[str, int]:
         """Add to each key's count in `window` and return the new counts; the first events of
         a window clear the keys' windows that no estimate reads any more."""
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
         stored = {key[:KEY_LENGTH]: key for key in counts}
-        insert = dialect.insert(RateWindow)
-        statement = (
-            insert.values(
-                [
-                    {"scope": self.scope, "key": cut, "window": window.index, "count": counts[key]}
-                    for cut, key in stored.items()
-                ]
-            )
-            .on_conflict_do_update(
-                index_elements=["scope", "key", "window"],
-                set_={"count": RateWindow.count + insert.excluded.count},
-            )
-            .returning(RateWindow.key, RateWindow.count)
-        )
-        totals = {stored[cut]: int(total) for cut, total in session.execute(statement)}
+        rows = [
+            {"scope": self.scope, "key": cut, "window": window.index, "count": counts[key]}
+            for cut, key in stored.items()
+        ]
+        # One parameter set per key: the driver sends them as one multi-row statement, and the
+        # statement is compiled once per process rather than once per call.
+        result = session.connection().execute(self._upsert(session), rows)
+        totals = {stored[cut]: int(total) for cut, total in result}
         fresh = [key[:KEY_LENGTH] for key, total in totals.items() if total == counts[key]]
         if fresh:
             session.execute(
@@ -164,6 +187,26 @@ class StoredRateLimiter:
                 )
             )
         return totals
+
+    def _upsert(self, session: Session) -> Any:
+        """Add a parameter set's `count` to its row, returning the key and the new count."""
+        backend = session.get_bind().dialect.name
+        if backend not in self._upserts:
+            insert = (postgresql if backend == "postgresql" else sqlite).insert(RateWindow)
+            self._upserts[backend] = (
+                insert.values(
+                    scope=bindparam("scope"),
+                    key=bindparam("key"),
+                    window=bindparam("window"),
+                    count=bindparam("count"),
+                )
+                .on_conflict_do_update(
+                    index_elements=["scope", "key", "window"],
+                    set_={"count": RateWindow.count + insert.excluded.count},
+                )
+                .returning(RateWindow.key, RateWindow.count)
+            )
+        return self._upserts[backend]
 
     def _estimate(self, current: int, previous: int, window: _Window) -> float:
         return current + previous * (1 - window.elapsed / self.period)

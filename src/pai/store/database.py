@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from pai.errors import ConfigurationError
@@ -27,6 +28,8 @@ _READ_ONLY = "pai_read_only"
 """Execution option of the connections of `Database.reading()`."""
 _SCHEMA_LOCK_KEY = zlib.crc32(b"pai.store.schema")
 """PostgreSQL advisory-lock key that serialises start-up work across processes."""
+PING_AFTER_IDLE_SECONDS = 10.0
+"""A pooled PostgreSQL connection unused this long is checked before it is handed out."""
 
 
 class Database:
@@ -169,13 +172,39 @@ def _create_engine(url: URL) -> Engine:
         # At most 15 connections per process, as SQLAlchemy's default, but 10 of them kept
         # (not 5): a connection made for a burst is closed after it, and making one costs more
         # than most statements.
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=5)
+        engine = create_engine(url, pool_size=10, max_overflow=5)
+        _ping_idle_connections(engine)
+        return engine
     assert url.database is not None
     _create_private_file(Path(url.database).expanduser())
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
     event.listen(engine, "connect", _configure_sqlite_connection)
     event.listen(engine, "begin", _begin_immediate)
     return engine
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    """Check a pooled connection that sat idle (the server or a firewall may have closed it)
+    before handing it out; a dead one is replaced before anyone uses it.
+
+    Checking every connection at every checkout (`pool_pre_ping`) costs each transaction a
+    round trip. One used within the last seconds is alive unless the server restarted since,
+    and then the first statement that fails makes SQLAlchemy replace the whole pool."""
+
+    def note_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    def ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle = time.monotonic() - record.info.get("checked_in_at", time.monotonic())
+        if idle < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as failure:  # any driver error: the pool makes a new connection
+            raise DisconnectionError(f"a pooled connection was dead: {failure}") from failure
+
+    event.listen(engine, "checkin", note_checkin)
+    event.listen(engine, "checkout", ping_if_idle)
 
 
 def _create_private_file(path: Path) -> None:
