@@ -269,3 +269,28 @@ def test_missing_or_malformed_credentials_are_401(pai_server: RunningServer) -> 
     ):
         status, body = check(pai_server, headers)
         assert (status, body["code"]) == (401, "UnauthorizedUserError"), headers
+
+
+def test_the_api_document_names_the_credentials_each_operation_takes(
+    pai_server: RunningServer,
+) -> None:
+    """Generated clients and the API's docs page learn from the document which operations need
+    `Authorization`: every one that may answer 401 for a user's token, and no other."""
+    with pai_server.client() as client:
+        document = client.get("/openapi.json").json()
+    schemes = document["components"]["securitySchemes"]
+    assert {name: scheme["scheme"] for name, scheme in schemes.items()} == {
+        "HTTPBearer": "bearer",
+        "HTTPBasic": "basic",
+    }
+    operations = {
+        (method.upper(), path): operation
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+    }
+    either = [{"HTTPBearer": []}, {"HTTPBasic": []}]
+    assert operations[("GET", "/api/v2/users/{user}")]["security"] == either
+    assert operations[("GET", "/api/v2/groups")]["security"] == either
+    assert operations[("POST", "/api/v2/tokens/application")]["security"] == either
+    assert "security" not in operations[("GET", "/api/v2/info")]
+    assert "security" not in operations[("POST", "/api/v2/authn/basic/login")]

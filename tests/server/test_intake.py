@@ -5,6 +5,7 @@ limit, or a name its user has already)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from sqlalchemy import func, select
@@ -13,7 +14,7 @@ from pai.auth.sealing import SecretBox
 from pai.cluster import cluster_from_file
 from pai.errors import ConflictJobError, TooManyRequestsError
 from pai.orchestrator.intents import PreparedJob, prepare_job
-from pai.server.intake import SubmissionIntake
+from pai.server.intake import BATCH_INTERVAL, SubmissionIntake
 from pai.server.ratelimit import StoredRateLimiter
 from pai.store import Database
 from pai.store.models import JobRow
@@ -68,6 +69,29 @@ def test_jobs_that_arrive_together_share_one_transaction(database: Database) -> 
     assert len(stored(database)) == 40
     assert len(commits) == 1
     assert len(wakes) == 1  # the controller is told once per batch
+
+
+def test_a_stream_of_submissions_shares_transactions(database: Database) -> None:
+    """Submissions arriving one after another (here one a millisecond), not all at once: after
+    a batch is written, the next gathers for the batch interval instead of being written at
+    once, so a process commits at most one batch per interval."""
+    commits: list[int] = []
+    database.listen("after_commit", lambda _session: commits.append(1))
+    limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
+    intake = SubmissionIntake(database, limiter, lambda: None)
+
+    async def one_a_millisecond() -> float:
+        started = time.monotonic()
+        submitted = []
+        for index in range(30):
+            submitted.append(asyncio.create_task(intake.record(prepared("erin", f"job-{index}"))))
+            await asyncio.sleep(0.001)
+        await asyncio.gather(*submitted)
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(one_a_millisecond())
+    assert len(stored(database)) == 30
+    assert len(commits) <= 2 + elapsed / BATCH_INTERVAL, (len(commits), elapsed)
 
 
 def test_each_job_of_a_batch_gets_its_own_answer(database: Database) -> None:

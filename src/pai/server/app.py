@@ -7,13 +7,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.concurrency import run_in_threadpool
 
 import pai
 from pai.auth.bootstrap import BootstrapResult, initialize
 from pai.server.context import ServerContext
-from pai.server.deps import single_valued_query
+from pai.server.deps import CREDENTIAL_SCHEMES, authenticate
 from pai.server.errors import install_error_handlers
 from pai.server.logconfig import protect_library_loggers
 from pai.server.middleware import (
@@ -21,6 +23,7 @@ from pai.server.middleware import (
     OpenPaiPathMiddleware,
     RejectNulMiddleware,
     RequestLogMiddleware,
+    SingleValuedQueryMiddleware,
 )
 from pai.server.routes import authn, groups, health, info, tokens, users
 from pai.settings import Settings
@@ -84,13 +87,14 @@ def create_app(
     )
     app.state.context = context
     install_error_handlers(app)
+    app.add_middleware(SingleValuedQueryMiddleware)
     app.add_middleware(OpenPaiPathMiddleware)
     app.add_middleware(RejectNulMiddleware)
     app.add_middleware(RequestLogMiddleware)
     protect_library_loggers()
     # The jobs API (first of `routers`) is matched first: it takes the most requests.
     for router in (*routers, *IDENTITY_ROUTERS):
-        app.include_router(router, prefix=API_PREFIX, dependencies=[Depends(single_valued_query)])
+        app.include_router(router, prefix=API_PREFIX)
     app.include_router(health.router)
     for router in root_routers:
         app.include_router(router)
@@ -137,7 +141,29 @@ def _document_errors_as_openpai_does(app: FastAPI) -> None:
             schemas = schema.get("components", {}).get("schemas", {})
             schemas.pop("HTTPValidationError", None)
             schemas.pop("ValidationError", None)
+            _document_credentials(app, schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document_credentials(app: FastAPI, schema: dict[str, Any]) -> None:
+    """Mark the operations that take credentials (those that depend on `authenticate`, which
+    reads the header itself) with the schemes they accept."""
+    schema.setdefault("components", {})["securitySchemes"] = CREDENTIAL_SCHEMES
+    for mounted in iter_route_contexts(app.routes):  # routes of included routers too
+        route = mounted.original_route
+        if not isinstance(route, APIRoute) or not _needs_credentials(route.dependant):
+            continue
+        operations = schema["paths"].get(mounted.path_format, {})
+        for method in route.methods or ():
+            if method.lower() in operations:
+                operations[method.lower()]["security"] = [{name: []} for name in CREDENTIAL_SCHEMES]
+
+
+def _needs_credentials(dependant: Dependant) -> bool:
+    return any(
+        needed.call is authenticate or _needs_credentials(needed)
+        for needed in dependant.dependencies
+    )

@@ -1,5 +1,4 @@
-"""FastAPI dependencies: the server context, the authenticated caller, admin checks, and the
-rule that a query parameter is given once.
+"""FastAPI dependencies: the server context, the authenticated caller, admin checks.
 
 Those that do no blocking I/O are `async def`: FastAPI runs them on the event loop, where a
 plain `def` would cost each request one more hand-off to the thread pool.
@@ -7,27 +6,30 @@ plain `def` would cost each request one more hand-off to the thread pool.
 
 from __future__ import annotations
 
-from collections import Counter
+import binascii
+from base64 import b64decode
 from typing import Annotated
 
-from fastapi import Depends, Request, Security
-from fastapi.security import (
-    HTTPAuthorizationCredentials,
-    HTTPBasic,
-    HTTPBasicCredentials,
-    HTTPBearer,
-)
+from fastapi import Depends, Request
 
 from pai.auth.permissions import Principal
-from pai.errors import ForbiddenUserError, InvalidParametersError, UnauthorizedUserError
+from pai.errors import ForbiddenUserError, UnauthorizedUserError
 from pai.server.context import ServerContext
 from pai.server.proxies import forwarded_client
 
-_bearer = HTTPBearer(auto_error=False, description="A token from POST /api/v2/authn/basic/login.")
-_basic = HTTPBasic(
-    auto_error=False,
-    description="The user name and one of that user's application tokens as the password.",
-)
+CREDENTIAL_SCHEMES = {
+    "HTTPBearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A token from POST /api/v2/authn/basic/login.",
+    },
+    "HTTPBasic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "The user name and one of that user's application tokens as the password.",
+    },
+}
+"""How `authenticate` takes credentials, as the OpenAPI document describes them."""
 
 
 async def get_context(request: Request) -> ServerContext:
@@ -36,19 +38,6 @@ async def get_context(request: Request) -> ServerContext:
 
 
 Context = Annotated[ServerContext, Depends(get_context)]
-
-
-async def single_valued_query(request: Request) -> None:
-    """Every query parameter of the API takes one value (a list is comma-separated), so one
-    given twice is refused, as OpenPAI's server does, rather than silently read as its last."""
-    if not request.scope.get("query_string"):
-        return
-    counts = Counter(name for name, _ in request.query_params.multi_items())
-    for name, count in counts.items():
-        if count > 1:
-            raise InvalidParametersError(
-                f"query.{name}: given {count} times; give it once (a list is comma-separated)"
-            )
 
 
 async def client_address(request: Request) -> str:
@@ -62,27 +51,41 @@ async def client_address(request: Request) -> str:
     return forwarded_client(peer, request.headers.getlist("x-forwarded-for"), trusted)
 
 
-async def authenticate(
-    context: Context,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-    basic: Annotated[HTTPBasicCredentials | None, Security(_basic)],
-) -> Principal:
-    """The caller, from `Bearer <token>` or `Basic base64(user:applicationToken)`."""
-    if bearer is not None:
-        token, basic_user = bearer.credentials, None
-    elif basic is not None:
-        token, basic_user = basic.password, basic.username
+async def authenticate(request: Request) -> Principal:
+    """The caller, from `Bearer <token>` or `Basic base64(user:applicationToken)`.
+
+    The header is read here rather than by FastAPI's security classes: every request of the API
+    passes this way, and each dependency costs FastAPI a share of the request's time."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    scheme, credentials = scheme.lower(), credentials.strip()
+    if scheme == "bearer" and credentials:
+        token, basic_user = credentials, None
+    elif scheme == "basic" and credentials:
+        basic_user, token = _basic_credentials(credentials)
     else:
         raise UnauthorizedUserError(
             "authentication required: send 'Authorization: Bearer <token>' "
             "(POST /api/v2/authn/basic/login issues one)"
         )
+    context: ServerContext = request.app.state.context
     caller = await context.authenticate_async(token)
     if basic_user is not None and (basic_user != caller.username or not caller.application):
         raise UnauthorizedUserError(
             "Basic authentication takes a user name and an application token of that user"
         )
     return caller
+
+
+def _basic_credentials(encoded: str) -> tuple[str, str]:
+    """The user name and password of a Basic credential."""
+    try:
+        decoded = b64decode(encoded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise UnauthorizedUserError("Basic credentials must be base64 of 'user:token'") from None
+    username, separator, password = decoded.partition(":")
+    if not separator:
+        raise UnauthorizedUserError("Basic credentials must be base64 of 'user:token'")
+    return username, password
 
 
 Caller = Annotated[Principal, Depends(authenticate)]

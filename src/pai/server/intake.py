@@ -2,11 +2,12 @@
 together by the next, in one transaction.
 
 A submission's cost in the store is mostly per transaction (taking a connection, the round
-trips of BEGIN and COMMIT, the commit's flush to disk), not per row. Each API process writes
-one batch at a time: while it is being written the next gathers, so a lone submission is
-written at once and a burst shares transactions. A request is answered only once its batch
-is committed, so an accepted job is never lost; a batch that fails refuses all its jobs and
-leaves none of them behind.
+trips of BEGIN and COMMIT, the commit's flush to disk, and about a millisecond of the API
+process's CPU), not per row. Each API process writes one batch at a time, and under a steady
+stream at most one per `BATCH_INTERVAL`: the next batch gathers meanwhile. A lone submission
+is written at once; a stream of them shares transactions, each waiting at most the interval
+more. A request is answered only once its batch is committed, so an accepted job is never
+lost; a batch that fails refuses all its jobs and leaves none of them behind.
 
 The submission rate limit is counted in the same transaction, per user for the whole batch.
 """
@@ -26,6 +27,9 @@ from pai.store import Database
 MAX_BATCH = 256
 """The most jobs one transaction writes (a statement's size stays well within the drivers'
 limits on parameters)."""
+BATCH_INTERVAL = 0.02
+"""Seconds from the start of one batch's write to the start of the next, unless the next is
+full: a process writes at most 50 batches a second, however many submissions arrive."""
 
 
 class SubmissionIntake:
@@ -39,6 +43,8 @@ class SubmissionIntake:
         self._wake = wake
         self._pending: list[tuple[PreparedJob, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._last_write = -BATCH_INTERVAL
+        """When the last batch started to be written (the event loop's clock)."""
 
     async def record(self, job: PreparedJob) -> None:
         """Return once `job` is committed; raise why it was refused (rate limit, a name its
@@ -50,7 +56,12 @@ class SubmissionIntake:
         await asyncio.shield(future)  # a client that leaves does not undo its job
 
     async def _write_pending(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._pending:
+            gather = self._last_write + BATCH_INTERVAL - loop.time()
+            if gather > 0 and len(self._pending) < MAX_BATCH:
+                await asyncio.sleep(gather)
+            self._last_write = loop.time()
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             jobs = [job for job, _ in batch]
             try:

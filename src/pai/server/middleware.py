@@ -8,7 +8,9 @@ import logging
 import os
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
+from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -111,6 +113,35 @@ class RejectNulMiddleware:
             return
         refusal = error_response(InvalidParametersError(f"{where}: {NUL_REFUSED}"))
         await refusal(scope, receive, send)
+
+
+class SingleValuedQueryMiddleware:
+    """Every query parameter of the API takes one value (a list is comma-separated), so one
+    given twice is refused (400 InvalidParametersError), as OpenPAI's server does, rather than
+    silently read as its last."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(API_PREFIX):
+            repeated = _repeated_parameter(scope["query_string"])
+            if repeated is not None:
+                await error_response(InvalidParametersError(repeated))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _repeated_parameter(query_string: bytes) -> str | None:
+    """Why the query is refused if it gives a parameter more than once, else None."""
+    if not query_string:
+        return None
+    query = query_string.decode("latin-1")
+    counts = Counter(name for name, _ in parse_qsl(query, keep_blank_values=True))
+    for name, count in counts.items():
+        if count > 1:
+            return f"query.{name}: given {count} times; give it once (a list is comma-separated)"
+    return None
 
 
 API_PREFIX = "/api/v2"

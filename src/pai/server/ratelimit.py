@@ -150,9 +150,10 @@ class StoredRateLimiter:
         the keys not read since that window closed."""
         closed = window.index - 1
         with self._closed_lock:
-            if self._closed_counts[0] != closed or len(self._closed_counts[1]) > MAX_REMEMBERED_KEYS:
-                self._closed_counts = (closed, {})
-            remembered = self._closed_counts[1]
+            index, remembered = self._closed_counts
+            if index != closed or len(remembered) > MAX_REMEMBERED_KEYS:
+                remembered = {}
+                self._closed_counts = (closed, remembered)
             unread = [key for key in keys if key not in remembered]
         if unread:
             read = self._counts(session, unread, closed)
