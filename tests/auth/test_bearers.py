@@ -1,19 +1,23 @@
-"""Who bears a token is remembered for a moment, and forgotten as soon as a change to users,
-groups or tokens commits in this process: a revoked token or a withdrawn VC never outlives
-its change here (other processes see it within the cache's lifetime)."""
+"""Who bears a token is remembered while no change to users, groups or tokens commits: here
+it is forgotten as soon as such a change commits, so a revoked token or a withdrawn VC never
+outlives its change; other processes see the change within the cache's `ttl`, when they next
+read the identity epoch that the store's triggers raise."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import event
 
 from pai.auth.bearer import authenticate_token
 from pai.auth.bearers import BearerCache
+from pai.auth.bootstrap import initialize
 from pai.auth.directory import Directory
 from pai.auth.tokens import TokenService
 from pai.errors import UnauthorizedUserError
+from pai.settings import Settings
 from pai.store import Database, identity
 
 KEY = b"k" * 32
@@ -37,25 +41,65 @@ def issue(database: Database, tokens: TokenService, username: str) -> str:
         return tokens.issue(session, Directory(session).user(username), lifetime=None).token
 
 
-def test_a_bearer_is_read_once_then_remembered_for_its_lifetime(
-    database: Database, tokens: TokenService
-) -> None:
-    clock = Clock()
-    bearers = BearerCache(ttl=2.0, clock=clock)
-    bearers.watch(database)
-    token = issue(database, tokens, "admin")
+def reads_of(database: Database) -> list[str]:
+    """The SQL statements `database` runs from now on."""
     statements: list[str] = []
     event.listen(
         database.engine,
         "before_cursor_execute",
         lambda _connection, _cursor, sql, *_: statements.append(sql),
     )
+    return statements
+
+
+def test_a_bearer_is_read_once_and_then_only_the_epoch_now_and_then(
+    database: Database, tokens: TokenService
+) -> None:
+    clock = Clock()
+    bearers = BearerCache(ttl=2.0, clock=clock)
+    bearers.watch(database)
+    token = issue(database, tokens, "admin")
+    statements = reads_of(database)
     for _ in range(3):
         assert authenticate_token(database, tokens, bearers, token).username == "admin"
-    clock.now += 2.5  # past its lifetime: read again
+    clock.now += 2.5  # the epoch is due: read it; it has not moved, so the bearer still holds
     authenticate_token(database, tokens, bearers, token)
-    token_reads = [sql for sql in statements if "FROM tokens" in sql]
-    assert len(token_reads) == 2
+    assert len([sql for sql in statements if "FROM tokens" in sql]) == 1
+    assert len([sql for sql in statements if "FROM identity_epoch" in sql]) == 2
+
+
+def test_a_change_committed_by_another_process_is_seen_within_the_ttl(
+    pai_database_url: str, tokens: TokenService, tmp_path: Path
+) -> None:
+    """Another API worker (its own Database and cache) withdraws alice's VC: this worker's
+    remembered bearer holds until its epoch is due, then the change is seen (on each backend,
+    whose triggers raise the epoch)."""
+    database = Database(pai_database_url)
+    initialize(database, Settings(home=tmp_path, database_url=pai_database_url))
+    clock = Clock()
+    bearers = BearerCache(ttl=2.0, clock=clock)
+    bearers.watch(database)
+    with database.session() as session:
+        directory = Directory(session)
+        directory.create_group("vision", virtual_clusters=["vc_vision"])
+        directory.create_user("alice", "alice-pw", virtual_clusters=["vc_vision"])
+    token = issue(database, tokens, "alice")
+    assert authenticate_token(database, tokens, bearers, token).may_use_virtual_cluster("vc_vision")
+    elsewhere = Database(pai_database_url)
+    try:
+        change_in_a_transaction(
+            elsewhere, lambda directory: directory.update_user("alice", virtual_clusters=[])
+        )
+        assert authenticate_token(database, tokens, bearers, token).may_use_virtual_cluster(
+            "vc_vision"
+        )
+        clock.now += 2.5
+        assert not authenticate_token(database, tokens, bearers, token).may_use_virtual_cluster(
+            "vc_vision"
+        )
+    finally:
+        elsewhere.dispose()
+        database.dispose()
 
 
 def change_in_a_transaction(database: Database, change: Callable[[Directory], object]) -> None:

@@ -31,15 +31,17 @@ def authenticate_token(
 
     The token, its user and their groups are read in one query, in a read-only transaction
     (checking the token of a request never waits for the database's write lock), unless they
-    were read a moment ago (`BearerCache`). The token's last use is written in a short
-    transaction of its own, at most once a minute.
+    were read before and no identity change committed since (`BearerCache`). The token's last
+    use is written in a short transaction of its own, at most once a minute.
     """
     claims = tokens.decode(token)
     generation = bearers.generation()
     bearer = bearers.get(claims.token_hash)
     if bearer is None:
         with database.reading() as session:
-            bearer = tokens.verify(session, claims)
+            bearers.check_epoch(session)
+            generation = bearers.generation()
+            bearer = bearers.get(claims.token_hash) or tokens.verify(session, claims)
         bearers.remember(claims.token_hash, bearer, generation)
     tokens.check_expiry(bearer)
     used_at = tokens.use_to_record(bearer)

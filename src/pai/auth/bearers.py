@@ -1,15 +1,17 @@
-"""Who bears a token, remembered for a moment: every request carries a token, and reading its
-user and groups from the store would be the largest part of a cheap request's work.
+"""Who bears a token, remembered: every request carries a token, and reading its user and
+groups from the store would be the largest part of a cheap request's work.
 
-A remembered bearer is used for at most `ttl` seconds. In the process that changes users,
-groups or tokens (a revocation, a removed user, a group losing a VC), everything remembered is
-forgotten as soon as the change commits, so there the change holds from the next request; other
-API workers see it within `ttl`. The signature and expiry of the token itself are checked on
-every request.
+What is remembered holds while the store's identity epoch is unchanged: triggers raise it in
+the transaction of any change to users, groups or memberships and of any deleted token (a
+revocation, a removed user). The epoch is read at most every `ttl` seconds, so a change made
+by another API worker is seen here within `ttl`; in the process that makes the change,
+everything remembered is forgotten as soon as it commits, so there the change holds from the
+next request. The signature and expiry of the token itself are checked on every request.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,10 +21,11 @@ from typing import Any
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 
 from pai.store import Database
-from pai.store.identity import TokenBearer
+from pai.store.identity import TokenBearer, identity_epoch
 from pai.store.models import Group, Token, User, memberships
 
 DEFAULT_TTL_SECONDS = 2.0
+"""How often the identity epoch is read: the longest a change made elsewhere goes unseen."""
 MAX_ENTRIES = 100_000
 """Beyond this many tokens in use at once, the oldest are read again (memory stays bounded)."""
 
@@ -32,15 +35,17 @@ _IDENTITY_TABLES = frozenset({User.__tablename__, Group.__tablename__, membershi
 
 
 class BearerCache:
-    """Token hash -> (bearer, when read), valid while no identity change committed since."""
+    """Token hash -> bearer, valid while no identity change committed since it was read."""
 
     def __init__(
         self, ttl: float = DEFAULT_TTL_SECONDS, clock: Callable[[], float] = time.monotonic
     ):
         self._ttl = ttl
         self._clock = clock
-        self._entries: dict[str, tuple[TokenBearer, float]] = {}
+        self._entries: dict[str, TokenBearer] = {}
         self._generation = 0
+        self._epoch: int | None = None
+        self._epoch_read_at = -math.inf
         self._lock = threading.Lock()
 
     def watch(self, database: Database) -> None:
@@ -56,14 +61,23 @@ class BearerCache:
         return self._generation
 
     def get(self, token_hash: str) -> TokenBearer | None:
-        found = self._entries.get(token_hash)
-        if found is None:
+        """The remembered bearer; None also when the epoch is due to be read (`check_epoch`)."""
+        if self._clock() - self._epoch_read_at > self._ttl:
             return None
-        bearer, read_at = found
-        if self._clock() - read_at > self._ttl:
-            self._entries.pop(token_hash, None)
-            return None
-        return bearer
+        return self._entries.get(token_hash)
+
+    def check_epoch(self, session: Session) -> None:
+        """Read the identity epoch if it is due, and forget everything if it moved."""
+        if self._clock() - self._epoch_read_at <= self._ttl:
+            return
+        read_at = self._clock()
+        epoch = identity_epoch(session)
+        with self._lock:
+            if epoch != self._epoch:
+                self._generation += 1
+                self._entries.clear()
+                self._epoch = epoch
+            self._epoch_read_at = read_at
 
     def remember(self, token_hash: str, bearer: TokenBearer, generation: int) -> None:
         """Keep `bearer`, read when the cache was at `generation`, unless a change committed
@@ -73,7 +87,7 @@ class BearerCache:
                 return
             if len(self._entries) >= MAX_ENTRIES:
                 self._entries.pop(next(iter(self._entries)))
-            self._entries[token_hash] = (bearer, self._clock())
+            self._entries[token_hash] = bearer
 
     def forget_all(self) -> None:
         with self._lock:

@@ -149,6 +149,26 @@ class ClusterConfig:
     def chain_sku(self, chain: str) -> SkuType:
         return self.sku_types[self.chains[chain].sku_type]
 
+    @cached_property
+    def vc_sku_types(self) -> dict[str, tuple[SkuType, ...]]:
+        """The SKU types of each VC's cells, each once, in the order its cells are listed."""
+        return {
+            name: tuple(
+                {
+                    self.chain_sku(cell.chain).name: self.chain_sku(cell.chain)
+                    for cell in vc.virtual_cells
+                }.values()
+            )
+            for name, vc in self.virtual_clusters.items()
+        }
+
+    @cached_property
+    def chain_sku_types(self) -> tuple[SkuType, ...]:
+        """The SKU types of every chain of the cluster, each once."""
+        return tuple(
+            {self.chain_sku(chain).name: self.chain_sku(chain) for chain in self.chains}.values()
+        )
+
     def pinned_cell_chain(self, pinned_cell_id: str) -> str:
         for top in self.physical_cells:
             if any(cell.pinned_cell_id == pinned_cell_id for cell in top.walk()):

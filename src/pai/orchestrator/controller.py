@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Row, insert, select, update
 
 from pai.auth.sealing import SecretBox
 from pai.cluster.model import ClusterConfig
@@ -238,9 +238,7 @@ class Controller:
         now = self._clock()
         if check_intents or now - self._last_intent_check >= self.settings.intent_check_interval:
             self._last_intent_check = now
-            self._take_in_new_jobs(now)
-            self._apply_stop_requests(now)
-            self._take_in_cordons()
+            self._take_in_intents(now)
         for key, classification in self._late_exits:
             self._on_exit(key, classification, now)
         self._late_exits.clear()
@@ -282,28 +280,36 @@ class Controller:
         self._node_states = states
         self._publish()
 
-    def _take_in_cordons(self) -> None:
-        with self.database.reading() as session:
-            cordons = session.scalars(select(NodeCordon)).all()
-            self._cordons = {
-                cordon.node: NodeState(
-                    cordon.node,
-                    NodeCondition.CORDONED,
-                    f"cordoned by {cordon.by}: {cordon.reason}",
-                )
-                for cordon in cordons
-                if cordon.node in self._node_names
-            }
-
-    # -- intents ----------------------------------------------------------------------------------
-
-    def _take_in_new_jobs(self, now: float) -> None:
+    def _take_in_intents(self, now: float) -> None:
+        """What users asked since the last pass (new jobs, stop requests, cordons), read in one
+        transaction."""
         with self.database.reading() as session:
             fresh = session.execute(
                 select(JobRow.id, JobRow.username, JobRow.name, JobRow.submitted_at, JobRow.spec)
                 .where(JobRow.status.is_(None))
                 .order_by(JobRow.id)
             ).all()
+            stopping = session.scalars(
+                select(JobRow.id).where(
+                    JobRow.stop_requested_at.is_not(None),
+                    JobRow.execution_type == fw.ExecutionType.START.value,
+                    JobRow.status.is_not(None),
+                )
+            ).all()
+            cordons = session.scalars(select(NodeCordon)).all()
+        self._take_in_new_jobs(fresh, now)
+        self._apply_stop_requests(stopping, now)
+        self._cordons = {
+            cordon.node: NodeState(
+                cordon.node, NodeCondition.CORDONED, f"cordoned by {cordon.by}: {cordon.reason}"
+            )
+            for cordon in cordons
+            if cordon.node in self._node_names
+        }
+
+    def _take_in_new_jobs(
+        self, fresh: Sequence[Row[int, str, str, datetime, dict[str, Any]]], now: float
+    ) -> None:
         for job_id, username, name, submitted_at, stored_spec in fresh:
             spec = JobSpec.model_validate(stored_spec)
             machine, actions = fw.new_job(job_policy(spec, self.settings.backoff), now)
@@ -317,17 +323,7 @@ class Controller:
                 continue
             self._handle(job, actions, now)
 
-    def _apply_stop_requests(self, now: float) -> None:
-        if not self._jobs:
-            return
-        with self.database.session() as session:
-            stopping = session.scalars(
-                select(JobRow.id).where(
-                    JobRow.stop_requested_at.is_not(None),
-                    JobRow.execution_type == fw.ExecutionType.START.value,
-                    JobRow.status.is_not(None),
-                )
-            ).all()
+    def _apply_stop_requests(self, stopping: Sequence[int], now: float) -> None:
         for job_id in stopping:
             job = self._jobs.get(job_id)
             if job is not None and job.machine.execution is fw.ExecutionType.START:

@@ -157,16 +157,11 @@ def _placement_target(
 
 
 def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority: int) -> SkuType:
-    chains = dict.fromkeys(cell.chain for cell in cluster.virtual_clusters[vc].virtual_cells)
-    if not chains and priority < 0:
-        chains = dict.fromkeys(cluster.chains)
-    skus = list(dict.fromkeys(cluster.chain_sku(chain).name for chain in chains))
+    skus = cluster.vc_sku_types[vc]
+    if not skus and priority < 0:
+        skus = cluster.chain_sku_types
     needs_gpu = any(role.gpu > 0 for role in members)
-    usable = [
-        cluster.sku_types[name]
-        for name in skus
-        if all(_lacking(role, cluster.sku_types[name]) is None for role in members)
-    ]
+    usable = [sku for sku in skus if all(_lacking(role, sku) is None for role in members)]
     if not usable:
         owner = f"VC '{vc}'" if priority >= 0 else "the cluster"
         asks = "; ".join(
@@ -175,8 +170,7 @@ def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority
             for role in members
         )
         offers = ", ".join(
-            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})"
-            for sku in map(cluster.sku_types.__getitem__, skus)
+            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})" for sku in skus
         )
         raise RequestRefused(
             [

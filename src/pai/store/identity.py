@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from pai.store.models import Group, Token, User, memberships
+from pai.store.models import Group, IdentityEpoch, Token, User, memberships
 
 
 def find_user(session: Session, username: str) -> User | None:
@@ -111,6 +111,11 @@ def find_token_bearer(session: Session, token_hash: str) -> TokenBearer | None:
     )
     first = rows[0]
     return TokenBearer(first.username, first.expires_at, first.last_used_at, groups)
+
+
+def identity_epoch(session: Session) -> int:
+    """The identity epoch (`IdentityEpoch`): it moves with every change to who bears what."""
+    return session.scalar(select(IdentityEpoch.epoch)) or 0
 
 
 def record_token_use(session: Session, token_hash: str, used_at: datetime) -> None:

@@ -116,6 +116,17 @@ class Token(Base):
     user: Mapped[User] = relationship(back_populates="tokens")
 
 
+class IdentityEpoch(Base):
+    """One row whose `epoch` triggers raise whenever users, groups or memberships change or a
+    token is deleted (migration 0008): what was read about a token's bearer holds while the
+    epoch is unchanged."""
+
+    __tablename__ = "identity_epoch"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+
+
 class JobRow(Base):
     """A submitted job. The API writes the row and the user's intents (stop); only the
     controller writes `status` and the columns derived from it (state, times, exit code)."""
