@@ -36,7 +36,7 @@ from pai.orchestrator.wakeups import WakeupListener
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.ports import PortAllocator
 from pai.scheduler.pai import build_scheduler
-from pai.server import Lifespan, create_app, settle_heap
+from pai.server import InnerMiddleware, Lifespan, create_app, settle_heap
 from pai.server.context import ServerContext
 from pai.server.forwarding import ControllerForwarding
 from pai.server.logconfig import configure_logging
@@ -233,6 +233,7 @@ def create_platform_app(
         services={ControlPlane: controller, Executor: controller.executor, **watch.services()},
         lifespans=[seed_marketplace, run_controller],
         launcher_type=settings.engine,
+        inner_middleware=_shortcuts(),
     )
     app.add_middleware(RequestTimingMiddleware, observe=watch.metrics.request_answered)
     return app
@@ -272,6 +273,7 @@ def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) ->
         services={ControlPlane: plane, UsageHistory: history},
         lifespans=[follow_the_controller, *lifespans],
         launcher_type=settings.engine,
+        inner_middleware=_shortcuts(),
     )
     app.add_middleware(ControllerForwarding, controller=lambda: plane.address)
     return app
@@ -324,3 +326,10 @@ def _routers() -> tuple[list[APIRouter], list[APIRouter]]:
         ],
         [monitoring.metrics_router, task_proxy, portal],
     )
+
+
+def _shortcuts() -> list[type[InnerMiddleware]]:
+    """Middleware that answers the busiest requests past FastAPI's routing (submissions)."""
+    from pai.server.routes.jobs import SubmissionShortcut
+
+    return [SubmissionShortcut]

@@ -18,7 +18,7 @@ import yaml
 from sqlalchemy import text
 
 from pai.store import Database
-from server.harness import Account, RunningServer, StartServer, server_settings
+from server.harness import Account, RunningServer, StartServer, basic_auth, server_settings
 from server.jobapi import detail, first_task, job_yaml, submit, unique, wait_for
 
 
@@ -536,3 +536,47 @@ def test_jobs_stay_readable_while_another_writer_holds_the_database(
     assert short_name in [job["name"] for job in listed.json()]
     assert (shown.json()["jobStatus"]["username"], shown.json()["name"]) == (username, short_name)
     assert events.status_code == 200, events.text
+
+
+def submissions_counted(server: RunningServer) -> float:
+    """`pai_job_submissions_total` of the platform's /metrics (open to loopback)."""
+    metrics = httpx.get(f"{server.base_url}/metrics").text
+    return next(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("pai_job_submissions_total ")
+    )
+
+
+def test_submissions_are_answered_alike_whichever_way_they_come(pai_server: RunningServer) -> None:
+    """A token's first request reads its bearer from the store and takes the `submit` route;
+    once the bearer is remembered, submissions skip FastAPI's routing. Accepted jobs, refused
+    job files, forged tokens and Basic credentials get the same answers either way, and every
+    accepted job counts in /metrics."""
+    account = Account.create(pai_server)
+    counted = submissions_counted(pai_server)
+    with pai_server.client(account.token) as client:
+        accepted = [submit(client, job_yaml(unique("alike"), ["true"])) for _ in range(3)]
+        broken = client.post(
+            "/jobs", content=job_yaml(unique("broken"), ["true"], top="jobRetryCount: many")
+        )
+        application = client.post("/tokens/application").json()["token"]
+    assert len(set(accepted)) == 3
+    assert broken.status_code == 400
+    assert broken.json()["code"] == "InvalidProtocolError"
+    [problem] = broken.json()["problems"]
+    assert (problem["path"], problem["line"]) == ("jobRetryCount", 4)
+    with pai_server.client() as anonymous:
+        forged = anonymous.post(
+            "/jobs",
+            content=job_yaml(unique("forged"), ["true"]),
+            headers={"Authorization": f"Bearer {account.token[:-4]}AAAA"},
+        )
+        basic = anonymous.post(
+            "/jobs",
+            content=job_yaml(unique("basic"), ["true"]),
+            headers=basic_auth(account.username, application),
+        )
+    assert (forged.status_code, forged.json()["code"]) == (401, "UnauthorizedUserError")
+    assert basic.status_code == 202, basic.text
+    assert submissions_counted(pai_server) == counted + 4

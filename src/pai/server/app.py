@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import pai
 from pai.auth.bootstrap import BootstrapResult, initialize
@@ -31,6 +32,15 @@ from pai.store import Database
 
 IDENTITY_ROUTERS = (info.router, authn.router, tokens.router, users.router, groups.router)
 
+
+class InnerMiddleware(Protocol):
+    """An ASGI middleware made of the app it wraps."""
+
+    def __init__(self, app: ASGIApp) -> None: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+
 Lifespan = Callable[[ServerContext], AbstractAsyncContextManager[None]]
 """Something that runs while the server runs (the controller loop): entered after the database
 is ready, exited before it is closed, in reverse order."""
@@ -45,6 +55,7 @@ def create_app(
     services: Mapping[type, object] | None = None,
     lifespans: Sequence[Lifespan] = (),
     launcher_type: str = "local",
+    inner_middleware: Sequence[type[InnerMiddleware]] = (),
 ) -> FastAPI:
     """Build the API server.
 
@@ -53,6 +64,8 @@ def create_app(
     `/api/v2` next to the identity API, `root_routers` at the root (the portal), `services`
     become `context.service(kind)`, and `lifespans` start and stop with the server. The
     database is closed on shutdown unless it was passed in (then its owner closes it).
+    `inner_middleware` (ASGI middleware classes) runs inside the platform's own, next to the
+    routes, the first innermost: what they answer is logged and passed the same URL rules.
     """
     owns_database = database is None
     database = database or Database(settings.database_url)
@@ -87,6 +100,8 @@ def create_app(
     )
     app.state.context = context
     install_error_handlers(app)
+    for middleware in inner_middleware:
+        app.add_middleware(middleware)
     app.add_middleware(SingleValuedQueryMiddleware)
     app.add_middleware(OpenPaiPathMiddleware)
     app.add_middleware(RejectNulMiddleware)

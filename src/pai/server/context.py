@@ -74,9 +74,14 @@ class ServerContext:
         """The caller bearing `token`; `UnauthorizedUserError` if it is not live."""
         return authenticate_token(self.database, self.tokens, self.bearers, token)
 
+    def remembered_caller(self, token: str) -> Principal | None:
+        """The caller bearing `token` if that is known without reading the store, else None;
+        `UnauthorizedUserError` if the token is forged or expired."""
+        return remembered_principal(self.tokens, self.bearers, token)
+
     async def authenticate_async(self, token: str) -> Principal:
         """`authenticate`, on the event loop when the store need not be read."""
-        known = remembered_principal(self.tokens, self.bearers, token)
+        known = self.remembered_caller(token)
         return known if known is not None else await run_in_threadpool(self.authenticate, token)
 
     @cached_property

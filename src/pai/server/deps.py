@@ -56,13 +56,12 @@ async def authenticate(request: Request) -> Principal:
 
     The header is read here rather than by FastAPI's security classes: every request of the API
     passes this way, and each dependency costs FastAPI a share of the request's time."""
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-    scheme, credentials = scheme.lower(), credentials.strip()
-    if scheme == "bearer" and credentials:
-        token, basic_user = credentials, None
-    elif scheme == "basic" and credentials:
-        basic_user, token = _basic_credentials(credentials)
-    else:
+    authorization = request.headers.get("authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    token, basic_user = bearer_token(authorization), None
+    if token is None and scheme.lower() == "basic" and credentials.strip():
+        basic_user, token = _basic_credentials(credentials.strip())
+    if token is None:
         raise UnauthorizedUserError(
             "authentication required: send 'Authorization: Bearer <token>' "
             "(POST /api/v2/authn/basic/login issues one)"
@@ -74,6 +73,13 @@ async def authenticate(request: Request) -> Principal:
             "Basic authentication takes a user name and an application token of that user"
         )
     return caller
+
+
+def bearer_token(authorization: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, credentials = authorization.partition(" ")
+    credentials = credentials.strip()
+    return credentials if scheme.lower() == "bearer" and credentials else None
 
 
 def _basic_credentials(encoded: str) -> tuple[str, str]:
