@@ -30,10 +30,20 @@ def build_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8080) -> 
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, **server_options()))
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""Allocations (net of frees) between two collections of the youngest generation. A request
+allocates a few thousand objects, nearly all freed by reference counting as it ends; at
+Python's default of 700, the collector ran several times per request, and what it found alive
+in flight was promoted to be walked again by the full collections: in an API worker taking
+submissions, 6 % of its CPU, against 1 % at this threshold."""
+
+
 def settle_heap() -> None:
     """For a process that serves until it exits, once its app is built: what exists then (code,
     routes, schemas) lives as long as the process, so the garbage collector stops walking it
-    again on every collection of the requests' garbage. Not for servers started inside a
-    longer-lived process (tests), whose apps come and go."""
+    again on every collection of the requests' garbage, and collects that garbage less often.
+    Not for servers started inside a longer-lived process (tests), whose apps come and go."""
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
