@@ -71,6 +71,17 @@ def test_jobs_that_arrive_together_share_one_transaction(database: Database) -> 
     assert len(wakes) == 1  # the controller is told once per batch
 
 
+class Gathering:
+    """How long an intake let its batches gather (it waits as asked)."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(seconds)
+
+
 def test_a_stream_of_submissions_shares_transactions(database: Database) -> None:
     """Submissions arriving one after another (here one a millisecond), not all at once: after
     a batch is written, the next gathers for the batch interval instead of being written at
@@ -78,7 +89,8 @@ def test_a_stream_of_submissions_shares_transactions(database: Database) -> None
     commits: list[int] = []
     database.listen("after_commit", lambda _session: commits.append(1))
     limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
-    intake = SubmissionIntake(database, limiter, lambda: None)
+    gathering = Gathering()
+    intake = SubmissionIntake(database, limiter, lambda: None, gather=gathering)
 
     async def one_a_millisecond() -> float:
         started = time.monotonic()
@@ -91,7 +103,23 @@ def test_a_stream_of_submissions_shares_transactions(database: Database) -> None
 
     elapsed = asyncio.run(one_a_millisecond())
     assert len(stored(database)) == 30
+    assert gathering.waits
     assert len(commits) <= 2 + elapsed / BATCH_INTERVAL, (len(commits), elapsed)
+
+
+def test_a_client_submitting_one_job_after_another_is_not_held_back(database: Database) -> None:
+    """Each job finds no batch being written: it is written at once, never made to gather."""
+    limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
+    gathering = Gathering()
+    intake = SubmissionIntake(database, limiter, lambda: None, gather=gathering)
+
+    async def one_after_another() -> None:
+        for index in range(10):
+            await intake.record(prepared("frank", f"job-{index}"))
+
+    asyncio.run(one_after_another())
+    assert len(stored(database)) == 10
+    assert gathering.waits == []
 
 
 def test_each_job_of_a_batch_gets_its_own_answer(database: Database) -> None:

@@ -3,11 +3,13 @@ together by the next, in one transaction.
 
 A submission's cost in the store is mostly per transaction (taking a connection, the round
 trips of BEGIN and COMMIT, the commit's flush to disk, and about a millisecond of the API
-process's CPU), not per row. Each API process writes one batch at a time, and under a steady
-stream at most one per `BATCH_INTERVAL`: the next batch gathers meanwhile. A lone submission
-is written at once; a stream of them shares transactions, each waiting at most the interval
-more. A request is answered only once its batch is committed, so an accepted job is never
-lost; a batch that fails refuses all its jobs and leaves none of them behind.
+process's CPU), not per row. Each API process writes one batch at a time. A submission that
+finds no batch being written is written at once, so a client that submits one job after
+another waits for nothing but its own write. Submissions that arrive while a batch is written
+are a stream: the next batch then gathers until `BATCH_INTERVAL` after the start of the last,
+so a process writes at most one batch per interval however many arrive, and each waits at most
+the interval more. A request is answered only once its batch is committed, so an accepted job
+is never lost; a batch that fails refuses all its jobs and leaves none of them behind.
 
 The submission rate limit is counted in the same transaction, per user for the whole batch.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
@@ -27,20 +29,27 @@ from pai.store import Database
 MAX_BATCH = 256
 """The most jobs one transaction writes (a statement's size stays well within the drivers'
 limits on parameters)."""
-BATCH_INTERVAL = 0.02
-"""Seconds from the start of one batch's write to the start of the next, unless the next is
-full: a process writes at most 50 batches a second, however many submissions arrive."""
+BATCH_INTERVAL = 0.04
+"""Under a stream of submissions, seconds from the start of one batch's write to the start of
+the next, unless the next is full: at most 25 batches a second per process."""
 
 
 class SubmissionIntake:
     """Records prepared jobs in batches; `wake` tells the controller once per batch."""
 
     def __init__(
-        self, database: Database, limiter: StoredRateLimiter, wake: Callable[[], None]
+        self,
+        database: Database,
+        limiter: StoredRateLimiter,
+        wake: Callable[[], None],
+        *,
+        gather: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._database = database
         self._limiter = limiter
         self._wake = wake
+        self._gather = gather
+        """Waits the given seconds while a batch gathers."""
         self._pending: list[tuple[PreparedJob, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._last_write = -BATCH_INTERVAL
@@ -56,11 +65,15 @@ class SubmissionIntake:
         await asyncio.shield(future)  # a client that leaves does not undo its job
 
     async def _write_pending(self) -> None:
+        """Write what is pending, batch after batch: the first at once, the next ones (jobs
+        that arrived during a write) after gathering for the rest of the interval."""
         loop = asyncio.get_running_loop()
+        streaming = False
         while self._pending:
             gather = self._last_write + BATCH_INTERVAL - loop.time()
-            if gather > 0 and len(self._pending) < MAX_BATCH:
-                await asyncio.sleep(gather)
+            if streaming and gather > 0 and len(self._pending) < MAX_BATCH:
+                await self._gather(gather)
+            streaming = True
             self._last_write = loop.time()
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             jobs = [job for job, _ in batch]
