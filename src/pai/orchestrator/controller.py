@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 
 from pai.auth.sealing import SecretBox
 from pai.cluster.model import ClusterConfig
@@ -663,12 +663,15 @@ class Controller:
         if not changed and not self._events:
             return False
         # Rows are built before the transaction so that it holds the write lock only to write.
-        rows = [{"id": job.id, **_row_values(job)} for job in changed]
+        rows = [{"job_id": job.id, **_row_values(job)} for job in changed]
         with self.database.session() as session:
+            # Core statements with many parameter sets: the ORM's bulk forms check every row's
+            # keys against the mapping first, which cost a pass over a thousand new jobs a
+            # tenth of its time.
             if rows:
-                session.execute(update(JobRow), rows)
+                session.execute(_UPDATE_JOB, rows)
             if self._events:
-                session.execute(insert(JobEvent), self._events)
+                session.execute(insert(_JOB_EVENTS), self._events)
         self._changed.clear()
         self._events = []
         self._set_timers(changed)
@@ -801,6 +804,29 @@ def _preempting_reason(victims: tuple[str, ...], owners: dict[str, ActiveJob]) -
 
 def _time(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
+
+
+ROW_COLUMNS = (
+    "status",
+    "state",
+    "sub_state",
+    "execution_type",
+    "launched_at",
+    "completed_at",
+    "retries",
+    "exit_code",
+    "allocations",
+    "wait_reason",
+)
+"""The columns of `jobs` that the controller writes (`_row_values`)."""
+_JOBS = JobRow.metadata.tables[JobRow.__tablename__]
+_JOB_EVENTS = JobEvent.metadata.tables[JobEvent.__tablename__]
+_UPDATE_JOB = (
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("job_id"))
+    .values({name: bindparam(name, type_=_JOBS.c[name].type) for name in ROW_COLUMNS})
+)
+"""Writes `ROW_COLUMNS` of the job whose id is the parameter `job_id`."""
 
 
 def _row_values(job: ActiveJob) -> dict[str, Any]:
