@@ -30,6 +30,39 @@ MAX_DEPTH = 100
 
 _EventParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+_REMEMBERED_TAGS = 4096
+"""Scalars whose implicit tags `_LibyamlComposer` remembers (the memo is emptied when full)."""
+_REMEMBERED_LENGTH = 64
+"""Longer scalars (commands, scripts) are resolved each time: they rarely repeat."""
+
+
+class _LibyamlComposer(_EventParser):  # type: ignore[misc,valid-type]
+    """libyaml's composer, remembering the implicit tag of each short scalar.
+
+    The composer asks the resolver for every scalar's tag, which tries regular expressions on
+    it; the tag depends only on the text, and job files repeat the same keys and values. PAI
+    adds no path resolvers, so the composer's walk need not be followed for them."""
+
+    _tags: dict[tuple[type[Node], str, tuple[bool, bool]], str] = {}
+
+    def resolve(self, kind: type[Node], value: str | None, implicit: tuple[bool, bool]) -> str:
+        if value is None or len(value) > _REMEMBERED_LENGTH:  # a collection, or a long text
+            return str(super().resolve(kind, value, implicit))
+        key = (kind, value, implicit)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = str(super().resolve(kind, value, implicit))
+            if len(self._tags) >= _REMEMBERED_TAGS:
+                self._tags.clear()
+            self._tags[key] = tag
+        return tag
+
+    def descend_resolver(self, current_node: Node | None, current_index: object) -> None:
+        """No path resolvers: nothing to follow."""
+
+    def ascend_resolver(self) -> None:
+        """No path resolvers: nothing to follow."""
+
 
 @dataclass(frozen=True)
 class Position:
@@ -276,7 +309,7 @@ def _composed_by_libyaml(text: str) -> Node | None:
     if _EventParser is yaml.SafeLoader:
         return None
     try:
-        root = yaml.compose(text, Loader=_EventParser)
+        root = yaml.compose(text, Loader=_LibyamlComposer)
     except yaml.YAMLError:
         return None
     return root if root is not None and _within_limits(root) else None
@@ -284,34 +317,25 @@ def _composed_by_libyaml(text: str) -> Node | None:
 
 def _within_limits(root: Node) -> bool:
     """Whether `root`, with every alias expanded, has at most MAX_NODES nodes and MAX_DEPTH
-    levels (counted as the composer above counts them) and no node inside itself."""
-    measured: dict[int, tuple[int, int]] = {}  # id of a collection -> (size, depth) expanded
-    inside: set[int] = set()  # collections being measured, to find a node inside itself
+    levels (counted as the composer above counts them).
 
-    def measure(node: Node, level: int) -> tuple[int, int] | None:
-        if isinstance(node, ScalarNode):
-            return (1, 1) if level <= MAX_DEPTH else None
-        known = measured.get(id(node))
-        if known is not None:
-            return known if level + known[1] - 1 <= MAX_DEPTH else None
-        if level > MAX_DEPTH or id(node) in inside:
-            return None
-        inside.add(id(node))
-        children = node.value if isinstance(node, SequenceNode) else _flat_pairs(node)
-        size, depth = 1, 1
-        for child in children:
-            found = measure(child, level + 1)
-            if found is None:
-                return None
-            size, depth = size + found[0], max(depth, found[1] + 1)
-            if size > MAX_NODES:
-                return None
-        inside.discard(id(node))
-        measured[id(node)] = (size, depth)
-        return size, depth
-
-    return measure(root, 1) is not None
-
-
-def _flat_pairs(node: Node) -> list[Node]:
-    return [item for pair in node.value for item in pair]
+    The tree is walked a level at a time, a shared node once for each use, so what is counted
+    is the expanded document; the walk stops at the first level past either limit, so an alias
+    bomb (or an alias inside its own anchor, which never ends) costs at most MAX_NODES steps."""
+    level: list[Node] = [root]
+    nodes = 0
+    for _ in range(MAX_DEPTH):
+        nodes += len(level)
+        if nodes > MAX_NODES:
+            return False
+        below: list[Node] = []
+        for node in level:
+            if isinstance(node, SequenceNode):
+                below.extend(node.value)
+            elif isinstance(node, MappingNode):
+                for pair in node.value:
+                    below.extend(pair)
+        if not below:
+            return True
+        level = below
+    return False

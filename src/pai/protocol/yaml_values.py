@@ -96,6 +96,14 @@ def _unsupported(tag: str) -> str:
     return f"the YAML tag {shown} is not supported in a job file"
 
 
+def _plain_int(text: str) -> int | None:
+    """`text` as an int if it is plain decimal digits (most ints of a job file), else None for
+    PyYAML to read (signs, `_`, `0x`, `0o`, YAML 1.1's leading-zero octal and base 60)."""
+    if text.isascii() and text.isdigit() and text[0] != "0":
+        return int(text)
+    return None
+
+
 class _Invalid:
     """Stands for a key that could not be built; its entry is skipped."""
 
@@ -147,7 +155,7 @@ class _Builder:
             if tag == _TAG + "bool":
                 return self._scalars.construct_yaml_bool(node)
             if tag == _TAG + "int":
-                return self._scalars.construct_yaml_int(node)
+                return _plain_int(node.value) or self._scalars.construct_yaml_int(node)
             if tag == _TAG + "float":
                 return self._scalars.construct_yaml_float(node)
         except (ValueError, KeyError):
