@@ -314,8 +314,7 @@ class Controller:
             spec = JobSpec.model_validate(stored_spec)
             machine, actions = fw.new_job(job_policy(spec, self.settings.backoff), now)
             job = ActiveJob(job_id, username, name, submitted_at, spec, machine, groups=[])
-            self._jobs[job_id] = job
-            self._record(job, "Normal", "Submitted", "job accepted; waiting for resources")
+            self._jobs[job_id] = job  # its "Submitted" event is read from the job itself
             try:
                 job.groups = job_requests(spec, self.scheduler.cluster, job.framework_name)
             except RequestRefused as refused:

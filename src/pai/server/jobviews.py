@@ -193,23 +193,59 @@ def _first_attempt(row: JobRow) -> fw.JobAttempt:
 
 
 def event_info(framework_name: str, event: JobEvent) -> JobEventInfo:
-    role, index = event.role, event.task_index
+    return _event(
+        framework_name,
+        str(event.id),
+        event.type,
+        event.reason,
+        event.message,
+        event.at,
+        event.role,
+        event.task_index,
+    )
+
+
+def submitted_event(row: JobRow) -> JobEventInfo:
+    """The first event of every job, read from the job itself: every job has it, at the time
+    it was submitted, so it is not stored once per job."""
+    return _event(
+        row.framework_name,
+        f"{row.id}-submitted",
+        "Normal",
+        "Submitted",
+        "job accepted; waiting for resources",
+        row.submitted_at,
+        None,
+        None,
+    )
+
+
+def _event(
+    framework_name: str,
+    uid: str,
+    kind: str,
+    reason: str,
+    message: str,
+    at: datetime,
+    role: str | None,
+    index: int | None,
+) -> JobEventInfo:
     if role is None or index is None:  # about the whole job
         pod, role, task_name, index = "", "", "", -1
     else:
         pod, task_name = pod_uid(framework_name, role, index), f"{role}-{index}"
     return JobEventInfo(
-        uid=str(event.id),
+        uid=uid,
         frameworkName=framework_name,
         podUid=pod,
         taskroleName=role,
         taskName=task_name,
         taskIndex=index,
-        type=event.type,
-        reason=event.reason,
-        message=event.message,
-        firstTimestamp=event.at,
-        lastTimestamp=event.at,
+        type=kind,
+        reason=reason,
+        message=message,
+        firstTimestamp=at,
+        lastTimestamp=at,
         count=1,
         sourceComponent=EVENT_SOURCE,
         sourceHost=None,

@@ -74,6 +74,7 @@ from pai.server.jobviews import (
     job_attempt,
     job_attempts,
     list_item,
+    submitted_event,
     task_logs_url,
 )
 from pai.server.middleware import API_PREFIX
@@ -447,7 +448,8 @@ def list_job_events(
         statement = select(JobEvent).where(JobEvent.job_id == row.id).order_by(JobEvent.id)
         if kind is not None:
             statement = statement.where(JobEvent.type == kind)
-        events = [event_info(row.framework_name, event) for event in session.scalars(statement)]
+        events = [submitted_event(row)] if kind in (None, "Normal") else []
+        events += [event_info(row.framework_name, event) for event in session.scalars(statement)]
     return JobEventList(totalCount=len(events), data=events)
 
 
