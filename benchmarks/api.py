@@ -11,7 +11,10 @@ measured here do not share a Python interpreter with the server.
 - Submitting: 64 clients (connections), one user each, submit small jobs as fast as they can, with
   1 and with 4 API workers, on SQLite and on PostgreSQL (a fresh store for each run); the rate
   counts 202 answers. The jobs queue in the `research` VC behind jobs that hold every cell of
-  the cluster, so that no task process competes with the server for the CPU.
+  the cluster, so that no task process competes with the server for the CPU. A run is a warm-up
+  round and then `--rounds` rounds of `--submissions` per client, one after another; it reports
+  the median round and the slowest and fastest: on a shared machine one round's rate can be a
+  fifth off the next one's.
 
     python benchmarks/api.py            # Rich tables
     python benchmarks/api.py --json     # {"jobs_in_store", "list_p50_ms", ..., "runs": [...]}
@@ -285,22 +288,23 @@ def measure_listing(client: httpx.Client, queries: list[dict[str, Any]]) -> list
     return latencies
 
 
-def measure_submissions(api: str, tokens: list[str], per_client: int) -> float:
-    """Accepted submissions per second, one keep-alive connection per client, all at once.
+def measure_submissions(api: str, tokens: list[str], per_client: int, batch: str) -> float:
+    """Accepted submissions per second, one keep-alive connection per client, all at once;
+    `batch` makes the job names unique among the runs on one store.
 
     The clients are coroutines writing HTTP/1.1 on raw connections: a submission costs them
     about 0.1 ms of CPU where an httpx client in a thread costs 1.4 ms, and on this machine the
     clients share the server's two cores, so a heavier client would measure itself."""
     url = httpx.URL(api)
-    return asyncio.run(_submit_all(url, tokens, per_client))
+    return asyncio.run(_submit_all(url, tokens, per_client, batch))
 
 
-async def _submit_all(url: httpx.URL, tokens: list[str], per_client: int) -> float:
+async def _submit_all(url: httpx.URL, tokens: list[str], per_client: int, batch: str) -> float:
     connections = [await asyncio.open_connection(url.host, url.port) for _ in tokens]
     started = time.perf_counter()
     accepted = await asyncio.gather(
         *(
-            _submit(reader, writer, f"{url.path}/jobs", token, index, per_client)
+            _submit(reader, writer, f"{url.path}/jobs", token, f"{batch}-{index}", per_client)
             for index, ((reader, writer), token) in enumerate(zip(connections, tokens, strict=True))
         )
     )
@@ -315,12 +319,12 @@ async def _submit(
     writer: asyncio.StreamWriter,
     path: str,
     token: str,
-    index: int,
+    client: str,
     count: int,
 ) -> int:
     for number in range(count):
         body = JOB_TEXT.format(
-            name=f"bench-{index}-{number}", instances=1, cpu=4, command="true", vc="research"
+            name=f"bench-{client}-{number}", instances=1, cpu=4, command="true", vc="research"
         ).encode()
         head = (
             f"POST {path} HTTP/1.1\r\nHost: pai\r\nAuthorization: Bearer {token}\r\n"
@@ -390,7 +394,7 @@ def measure_list_run(kind: str, server_url: str, jobs: int, requests: int) -> di
 
 
 def measure_submit_run(
-    kind: str, server_url: str, api_workers: int, clients: int, per_client: int
+    kind: str, server_url: str, api_workers: int, clients: int, per_client: int, rounds: int
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pai-bench-") as directory:
         home = Path(directory)
@@ -402,7 +406,11 @@ def measure_submit_run(
             holders = hold_cluster(admin)
             tokens = [token_of(api, *account) for account in research_users(admin, clients)]
             try:
-                rate = measure_submissions(api, tokens, per_client)
+                measure_submissions(api, tokens, per_client, "warm-up")
+                rates = [
+                    measure_submissions(api, tokens, per_client, f"round{number}")
+                    for number in range(rounds)
+                ]
             finally:
                 for holder in holders:
                     stop(admin, holder)
@@ -410,8 +418,10 @@ def measure_submit_run(
         "database": kind,
         "api_workers": api_workers,
         "clients": clients,
-        "submissions": clients * per_client,
-        "submissions_per_second": round(rate, 1),
+        "submissions_per_round": clients * per_client,
+        "submissions_per_second": round(statistics.median(rates), 1),
+        "slowest_round": round(min(rates), 1),
+        "fastest_round": round(max(rates), 1),
     }
 
 
@@ -432,7 +442,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         measure_list_run(kind, args.postgres_url, args.jobs, args.list_requests) for kind in kinds
     ]
     runs = [
-        measure_submit_run(kind, args.postgres_url, workers, args.clients, args.submissions)
+        measure_submit_run(
+            kind, args.postgres_url, workers, args.clients, args.submissions, args.rounds
+        )
         for kind in kinds
         for workers in (1, 4)
     ]
@@ -492,7 +504,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs seeded in the store")
     parser.add_argument("--clients", type=int, default=64, help="concurrent submitting clients")
-    parser.add_argument("--submissions", type=int, default=20, help="submissions per client")
+    parser.add_argument(
+        "--submissions", type=int, default=100, help="submissions per client in a round"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds measured after a warm-up")
     parser.add_argument("--list-requests", type=int, default=500, help="list requests timed")
     parser.add_argument(
         "--postgres-url",
@@ -512,14 +527,17 @@ def main() -> None:
         listing.add_column(title, justify="right")
     for entry in result["listings"]:
         listing.add_row(entry["database"], str(entry["list_p50_ms"]), str(entry["list_p99_ms"]))
-    submitting = Table(title=f"Accepted submissions per second, {args.clients} clients")
-    for title in ("database", "API workers", "submissions/s", "ratio to 1 worker"):
+    submitting = Table(
+        title=f"Accepted submissions per second, {args.clients} clients (median round)"
+    )
+    for title in ("database", "API workers", "submissions/s", "rounds", "ratio to 1 worker"):
         submitting.add_column(title, justify="right")
     for entry in result["runs"]:
         submitting.add_row(
             entry["database"],
             str(entry["api_workers"]),
             str(entry["submissions_per_second"]),
+            f"{entry['slowest_round']} to {entry['fastest_round']}",
             str(entry["ratio_to_one_worker"]),
         )
     Console().print(listing, submitting)
