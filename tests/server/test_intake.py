@@ -18,6 +18,7 @@ from pai.server.intake import BATCH_INTERVAL, SubmissionIntake
 from pai.server.ratelimit import StoredRateLimiter
 from pai.store import Database
 from pai.store.models import JobRow
+from pai.store.types import utcnow
 from server.harness import LOCAL_CLUSTER_FILE
 
 CLUSTER = cluster_from_file(LOCAL_CLUSTER_FILE)
@@ -189,3 +190,42 @@ def test_any_number_of_jobs_is_written(database: Database, size: int) -> None:
     jobs = [prepared("dave", f"job-{index}") for index in range(size)]
     assert record_together(intake, jobs) == [None] * size
     assert len(stored(database)) == size
+
+
+def test_a_recorded_job_holds_what_was_submitted(database: Database) -> None:
+    """What the store keeps of a submission is its checked values, unchanged (text with quotes,
+    backslashes and non-ASCII, the parsed job, its sealed secrets), a state to wait in, and
+    the time it was written."""
+    text = """protocolVersion: 2
+name: exact
+type: job
+secrets: {token: "s3cr3t"}
+prerequisites:
+  - {type: dockerimage, name: image, uri: "python:3.11"}
+taskRoles:
+  main:
+    instances: 1
+    dockerImage: image
+    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 0}
+    commands: ['echo "ünïcödé \\\\ <% $secrets.token %>"']
+"""
+    job = prepare_job(CLUSTER, BOX, username="erin", text=text, may_use_vc=lambda _: True)
+    intake = SubmissionIntake(
+        database, StoredRateLimiter("submission", 10, 3600, what="x"), lambda: None
+    )
+    before = utcnow()
+    assert record_together(intake, [job]) == [None]
+    with database.reading() as session:
+        row = session.scalars(select(JobRow)).one()
+    assert row.job_text == job.values["job_text"] and "ünïcödé \\\\" in row.job_text
+    assert row.spec == job.values["spec"]
+    assert row.sealed_secrets is not None
+    assert BOX.open(row.sealed_secrets) == {"token": "s3cr3t"}
+    assert (row.state, row.sub_state, row.execution_type, row.retries) == (
+        "WAITING",
+        "AttemptCreationPending",
+        "START",
+        0,
+    )
+    assert row.status is None and row.allocations == []
+    assert before <= row.submitted_at <= utcnow()

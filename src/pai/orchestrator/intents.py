@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from pai.auth.sealing import SecretBox
 from pai.cluster.model import ClusterConfig
@@ -41,6 +42,8 @@ from pai.runtime.plugins import PluginError, build_task_script
 from pai.scheduler.requests import RequestRefused, job_requests
 from pai.storage.jobs import named_storages
 from pai.store.models import JobRow, JobTag, NodeCordon, NodeEvent
+from pai.store.recordsets import json_rows, rows_document
+from pai.store.types import utcnow
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
@@ -139,15 +142,12 @@ def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJ
     (its user has a job of that name, perhaps an earlier one of `jobs`)."""
     if not jobs:
         return []
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = (
-        dialect.insert(JobRow)
-        .on_conflict_do_nothing(index_elements=["username", "name"])
-        .returning(JobRow.username, JobRow.name)
-    )
-    # Many parameter sets for one statement: the driver sends them as multi-row VALUES, and the
-    # statement is compiled once for every batch size.
-    result = session.connection().execute(statement, [job.values for job in jobs])
+    if session.get_bind().dialect.name == "postgresql":
+        rows = [{**_JOB_DEFAULTS, **job.values, "submitted_at": utcnow()} for job in jobs]
+        result = session.connection().execute(_INSERT_JOBS_FROM_DOCUMENT, rows_document(rows))
+    else:
+        # Many parameter sets for one statement: the driver sends them as multi-row VALUES.
+        result = session.connection().execute(_INSERT_JOBS, [job.values for job in jobs])
     recorded = {(username, name) for username, name in result}
     outcomes: list[ConflictJobError | None] = []
     for job in jobs:
@@ -155,6 +155,29 @@ def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJ
         outcomes.append(None if key in recorded else _conflict(job))
         recorded.discard(key)  # a second job of the same name in `jobs` was not recorded
     return outcomes
+
+
+_JOBS = JobRow.metadata.tables[JobRow.__tablename__]
+_INSERT_JOBS = (
+    sqlite.insert(_JOBS)
+    .on_conflict_do_nothing(index_elements=["username", "name"])
+    .returning(_JOBS.c.username, _JOBS.c.name)
+)
+_JOB_DEFAULTS = {
+    column.name: column.default.arg
+    for column in _JOBS.columns
+    if isinstance(column.default, ScalarElementColumnDefault)
+}
+"""What a new row holds in the columns the API leaves to the controller (state, retries)."""
+_INSERTED = [column for column in _JOBS.columns if column.name != "id"]
+_NEW_JOBS = json_rows(_INSERTED, name="new_jobs")
+_INSERT_JOBS_FROM_DOCUMENT = (
+    postgresql.insert(_JOBS)
+    .from_select([column.name for column in _INSERTED], select(*_NEW_JOBS.columns))
+    .on_conflict_do_nothing(index_elements=["username", "name"])
+    .returning(_JOBS.c.username, _JOBS.c.name)
+)
+"""The rows of a `rows_document` inserted, each but those whose user has a job of its name."""
 
 
 def _conflict(job: PreparedJob) -> ConflictJobError:
