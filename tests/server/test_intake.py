@@ -84,12 +84,19 @@ class Gathering:
 
 
 def test_a_stream_of_submissions_shares_transactions(database: Database) -> None:
-    """Submissions arriving one after another (here one a millisecond), not all at once: after
-    a batch is written, the next gathers for the batch interval instead of being written at
-    once, so a process commits at most one batch per interval."""
+    """Submissions arriving one after another (here one a millisecond), not all at once, and
+    faster than a batch is written (here 5 ms each): after a batch is written, the next
+    gathers for the batch interval instead of being written at once, so a process commits at
+    most one batch per interval."""
     commits: list[int] = []
     database.listen("after_commit", lambda _session: commits.append(1))
-    limiter = StoredRateLimiter("submission", 1000, 3600, what="job submissions")
+
+    class SlowWrites(StoredRateLimiter):
+        def acquire_many(self, session, counts):  # type: ignore[no-untyped-def]
+            time.sleep(0.005)  # in the writing thread
+            return super().acquire_many(session, counts)
+
+    limiter = SlowWrites("submission", 1000, 3600, what="job submissions")
     gathering = Gathering()
     intake = SubmissionIntake(database, limiter, lambda: None, gather=gathering)
 

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from pai.errors import TooManyRequestsError
 from pai.store.models import RateWindow
+from pai.store.recordsets import json_rows, rows_document
 
 KEY_LENGTH = 320
 """As long as `rate_windows.key`: longer keys (user names are not checked at login) are cut."""
@@ -174,9 +175,7 @@ class StoredRateLimiter:
             {"scope": self.scope, "key": cut, "window": window.index, "count": counts[key]}
             for cut, key in stored.items()
         ]
-        # One parameter set per key: the driver sends them as one multi-row statement, and the
-        # statement is compiled once per process rather than once per call.
-        result = session.connection().execute(self._upsert(session), rows)
+        result = session.connection().execute(*self._upsert(session, rows))
         totals = {stored[cut]: int(total) for cut, total in result}
         fresh = [key[:KEY_LENGTH] for key, total in totals.items() if total == counts[key]]
         if fresh:
@@ -189,25 +188,17 @@ class StoredRateLimiter:
             )
         return totals
 
-    def _upsert(self, session: Session) -> Any:
-        """Add a parameter set's `count` to its row, returning the key and the new count."""
+    def _upsert(self, session: Session, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+        """A statement and its parameters that add each row's `count` to its window's row,
+        returning the key and the new count: on PostgreSQL the rows are one JSON document
+        (`pai.store.recordsets`), on SQLite one parameter set each (sent as one multi-row
+        statement). The statement is compiled once per process rather than once per call."""
         backend = session.get_bind().dialect.name
         if backend not in self._upserts:
-            insert = (postgresql if backend == "postgresql" else sqlite).insert(RateWindow)
-            self._upserts[backend] = (
-                insert.values(
-                    scope=bindparam("scope"),
-                    key=bindparam("key"),
-                    window=bindparam("window"),
-                    count=bindparam("count"),
-                )
-                .on_conflict_do_update(
-                    index_elements=["scope", "key", "window"],
-                    set_={"count": RateWindow.count + insert.excluded.count},
-                )
-                .returning(RateWindow.key, RateWindow.count)
-            )
-        return self._upserts[backend]
+            self._upserts[backend] = _window_upsert(backend)
+        if backend == "postgresql":
+            return self._upserts[backend], rows_document(rows)
+        return self._upserts[backend], rows
 
     def _estimate(self, current: int, previous: int, window: _Window) -> float:
         return current + previous * (1 - window.elapsed / self.period)
@@ -236,3 +227,22 @@ def _describe(period: float) -> str:
         if period == length:
             return name
     return f"{period:g} s"
+
+
+_COUNTED = ("scope", "key", "window", "count")
+"""The columns of a `RateWindow` row that `_window_upsert` writes."""
+
+
+def _window_upsert(backend: str) -> Any:
+    """`RateWindow` rows inserted, or their `count` added to the stored rows' (see `_upsert`)."""
+    windows = RateWindow.metadata.tables[RateWindow.__tablename__]
+    insert: postgresql.Insert | sqlite.Insert
+    if backend == "postgresql":
+        counted = json_rows([windows.c[name] for name in _COUNTED], name="counted")
+        insert = postgresql.insert(windows).from_select(list(_COUNTED), select(*counted.columns))
+    else:
+        insert = sqlite.insert(windows).values({name: bindparam(name) for name in _COUNTED})
+    return insert.on_conflict_do_update(
+        index_elements=["scope", "key", "window"],
+        set_={"count": windows.c.count + insert.excluded.count},
+    ).returning(windows.c.key, windows.c.count)
