@@ -13,8 +13,9 @@ measured here do not share a Python interpreter with the server.
   counts 202 answers. The jobs queue in the `research` VC behind jobs that hold every cell of
   the cluster, so that no task process competes with the server for the CPU. A run is a warm-up
   round and then `--rounds` rounds of `--submissions` per client, one after another; it reports
-  the median round and the slowest and fastest: on a shared machine one round's rate can be a
-  fifth off the next one's.
+  the median round and the slowest and fastest (on a shared machine one round's rate can be a
+  fifth off the next one's), and the CPU time each part spent per submission in those rounds:
+  the API workers, the controller, PostgreSQL and the clients, who all share this machine.
 
     python benchmarks/api.py            # Rich tables
     python benchmarks/api.py --json     # {"jobs_in_store", "list_p50_ms", ..., "runs": [...]}
@@ -35,13 +36,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import sqlalchemy
 from sqlalchemy import insert
 from sqlalchemy.engine import make_url
@@ -193,9 +196,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def platform(home: Path, database_url: str, api_workers: int) -> Iterator[str]:
+def platform(
+    home: Path, database_url: str, api_workers: int
+) -> Iterator[tuple[str, dict[str, subprocess.Popen[bytes]]]]:
     """A controller and `api_workers` API workers, each `pai serve` in processes of their own,
-    on one home and database; yields the API's URL."""
+    on one home and database; yields the API's URL and the two `pai serve` processes."""
     pai = str(Path(sys.executable).with_name("pai"))
     environment = {
         **os.environ,
@@ -210,18 +215,19 @@ def platform(home: Path, database_url: str, api_workers: int) -> Iterator[str]:
         [pai, "serve", "controller", "--port", str(controller_port), "--cluster", str(CLUSTER)],
         [pai, "serve", "api", "--port", str(api_port), "--workers", str(api_workers)],
     ]
-    processes = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     base = f"http://127.0.0.1:{api_port}"
     try:
         for command, port in zip(commands, (controller_port, api_port), strict=True):
-            output = (home / f"{command[2]}.out").open("wb")
-            processes.append(
-                subprocess.Popen(command, env=environment, stdout=output, stderr=output)
+            role = command[2]
+            output = (home / f"{role}.out").open("wb")
+            processes[role] = subprocess.Popen(
+                command, env=environment, stdout=output, stderr=output
             )
-            wait_ready(f"http://127.0.0.1:{port}", processes[-1], home)
-        yield f"{base}/api/v2"
+            wait_ready(f"http://127.0.0.1:{port}", processes[role], home)
+        yield f"{base}/api/v2", processes
     finally:
-        for process in reversed(processes):
+        for process in reversed(processes.values()):
             process.terminate()
             process.wait(60)
         kill_processes_under(home)
@@ -383,7 +389,10 @@ def measure_list_run(kind: str, server_url: str, jobs: int, requests: int) -> di
             database = Database(url)
             seed(database, jobs, rng)
             database.dispose()
-            with platform(home, url, 1) as api, log_in(api, "admin", ADMIN_PASSWORD) as admin:
+            with (
+                platform(home, url, 1) as (api, _),
+                log_in(api, "admin", ADMIN_PASSWORD) as admin,
+            ):
                 latencies = measure_listing(admin, list_queries(rng, requests))
     return {
         "database": kind,
@@ -400,17 +409,19 @@ def measure_submit_run(
         home = Path(directory)
         with (
             store(kind, server_url, home) as url,
-            platform(home, url, api_workers) as api,
+            platform(home, url, api_workers) as (api, processes),
             log_in(api, "admin", ADMIN_PASSWORD) as admin,
         ):
             holders = hold_cluster(admin)
             tokens = [token_of(api, *account) for account in research_users(admin, clients)]
             try:
                 measure_submissions(api, tokens, per_client, "warm-up")
+                meter = CpuMeter(processes, postgresql=kind == "postgresql")
                 rates = [
                     measure_submissions(api, tokens, per_client, f"round{number}")
                     for number in range(rounds)
                 ]
+                spent = meter.seconds()
             finally:
                 for holder in holders:
                     stop(admin, holder)
@@ -422,7 +433,62 @@ def measure_submit_run(
         "submissions_per_second": round(statistics.median(rates), 1),
         "slowest_round": round(min(rates), 1),
         "fastest_round": round(max(rates), 1),
+        "cpu_ms_per_submission": {
+            part: round(seconds * 1000 / (rounds * clients * per_client), 3)
+            for part, seconds in spent.items()
+        },
     }
+
+
+class CpuMeter:
+    """CPU time spent since it was made, by part: the API workers (`pai serve api` and its
+    worker processes), the controller, PostgreSQL's server processes (when measured) and this
+    client. It is where a submission's cost goes, and what limits the rate when the parts
+    share a machine's cores. A process that starts in between counts whole; one that ends in
+    between is not counted (a PostgreSQL backend closing, which spends little)."""
+
+    def __init__(self, processes: dict[str, subprocess.Popen[bytes]], *, postgresql: bool):
+        self._parts: dict[str, Callable[[], list[psutil.Process]]] = {
+            "api_workers": partial(_with_children, processes["api"].pid),
+            "controller": partial(_with_children, processes["controller"].pid),
+            "client": lambda: [psutil.Process()],
+        }
+        if postgresql:
+            self._parts["postgresql"] = _postgresql_processes
+        self._start = self._now()
+
+    def seconds(self) -> dict[str, float]:
+        now = self._now()
+        return {
+            part: sum(spent - self._start[part].get(pid, 0.0) for pid, spent in now[part].items())
+            for part in self._parts
+        }
+
+    def _now(self) -> dict[str, dict[int, float]]:
+        """Each part's processes and the CPU seconds each has spent."""
+        spent: dict[str, dict[int, float]] = {}
+        for part, processes in self._parts.items():
+            spent[part] = {}
+            for process in processes():
+                try:
+                    times = process.cpu_times()
+                except psutil.Error:  # it has just ended
+                    continue
+                spent[part][process.pid] = times.user + times.system
+        return spent
+
+
+def _with_children(pid: int) -> list[psutil.Process]:
+    process = psutil.Process(pid)
+    return [process, *process.children(recursive=True)]
+
+
+def _postgresql_processes() -> list[psutil.Process]:
+    return [
+        process
+        for process in psutil.process_iter(["name"])
+        if (process.info["name"] or "").startswith("postgres")
+    ]
 
 
 def postgres_reachable(server_url: str) -> bool:
@@ -530,7 +596,8 @@ def main() -> None:
     submitting = Table(
         title=f"Accepted submissions per second, {args.clients} clients (median round)"
     )
-    for title in ("database", "API workers", "submissions/s", "rounds", "ratio to 1 worker"):
+    titles = ("database", "API workers", "submissions/s", "rounds", "ratio to 1 worker")
+    for title in (*titles, "CPU ms per submission"):
         submitting.add_column(title, justify="right")
     for entry in result["runs"]:
         submitting.add_row(
@@ -539,6 +606,7 @@ def main() -> None:
             str(entry["submissions_per_second"]),
             f"{entry['slowest_round']} to {entry['fastest_round']}",
             str(entry["ratio_to_one_worker"]),
+            ", ".join(f"{part} {ms}" for part, ms in entry["cpu_ms_per_submission"].items()),
         )
     Console().print(listing, submitting)
 
