@@ -143,6 +143,8 @@ def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJ
     if not jobs:
         return []
     if session.get_bind().dialect.name == "postgresql":
+        # One parameter for all the rows (see `pai.store.recordsets`), which carries what the
+        # columns' defaults would have given.
         rows = [{**_JOB_DEFAULTS, **job.values, "submitted_at": utcnow()} for job in jobs]
         result = session.connection().execute(_INSERT_JOBS_FROM_DOCUMENT, rows_document(rows))
     else:
@@ -163,6 +165,8 @@ _INSERT_JOBS = (
     .on_conflict_do_nothing(index_elements=["username", "name"])
     .returning(_JOBS.c.username, _JOBS.c.name)
 )
+"""On SQLite: the jobs of the parameter sets inserted, but those whose user has a job of its
+name."""
 _JOB_DEFAULTS = {
     column.name: column.default.arg
     for column in _JOBS.columns
@@ -177,7 +181,8 @@ _INSERT_JOBS_FROM_DOCUMENT = (
     .on_conflict_do_nothing(index_elements=["username", "name"])
     .returning(_JOBS.c.username, _JOBS.c.name)
 )
-"""The rows of a `rows_document` inserted, each but those whose user has a job of its name."""
+"""On PostgreSQL: the rows of a `rows_document` inserted, but those whose user has a job of
+its name."""
 
 
 def _conflict(job: PreparedJob) -> ConflictJobError:
