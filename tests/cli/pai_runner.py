@@ -19,6 +19,15 @@ def pai_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "pai.cli.main"]
 
 
+WITH_DEFAULT_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""A prefix to a command that runs it with SIGINT's default action (exec keeps it)."""
+
+
 @dataclass(frozen=True)
 class Pai:
     """Runs `pai` with `PAI_CONFIG` in the test's directory and no other PAI_* variable."""
@@ -40,8 +49,11 @@ class Pai:
         )
 
     def start(self, *args: str) -> subprocess.Popen[str]:
+        """`pai` running in the background, with Ctrl-C's signal acting as in a terminal even
+        when the suite itself was started in the background (which ignores SIGINT, and a
+        child inherits that)."""
         return subprocess.Popen(
-            [*pai_command(), *args],
+            [*WITH_DEFAULT_SIGINT, *pai_command(), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
