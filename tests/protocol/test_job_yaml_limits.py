@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from job_helpers import MINIMAL_JOB, problems_of
 
-from pai.protocol import MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_NODES, parse_job
+from pai.protocol import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    MAX_EXPANDED_CHARACTERS,
+    MAX_NODES,
+    parse_job,
+)
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -21,6 +27,24 @@ def test_a_billion_laughs_document_is_refused_before_it_expands() -> None:
     assert f"more than {MAX_NODES} YAML nodes" in problem.message
     assert "alias *a3" in problem.message
     assert problem.line == 5
+
+
+def test_a_large_scalar_multiplied_by_aliases_is_refused_before_it_expands() -> None:
+    """A few hundred kilobytes that thousands of aliases would make gigabytes of commands."""
+    many = ", ".join(["*big"] * 20_000)
+    text = f"{MINIMAL_JOB}parameters:\n  big: &big {'x' * 200_000}\n  many: [{many}]\n"
+
+    (problem,) = problems_of(text)
+
+    assert f"expands to more than {MAX_EXPANDED_CHARACTERS} characters" in problem.message
+    assert "alias *big" in problem.message
+
+
+def test_a_scalar_used_through_a_few_aliases_is_fine() -> None:
+    block = "y" * (MAX_DOCUMENT_BYTES // 8)
+    text = f"{MINIMAL_JOB}parameters:\n  a: &a {block}\n  b: *a\n  c: *a\n"
+
+    assert parse_job(text).parameters == {"a": block, "b": block, "c": block}
 
 
 def test_a_few_aliases_are_fine() -> None:

@@ -33,11 +33,17 @@ from pai.protocol.prerequisites import (
 from pai.protocol.render import render_commands, render_text, rendered_job_dict, substitute_secrets
 from pai.protocol.schema import job_json_schema
 from pai.protocol.taskrole import Completion, ExtraContainerOptions, ResourcePerInstance, TaskRole
-from pai.protocol.yaml_tree import MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_NODES
+from pai.protocol.yaml_tree import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    MAX_EXPANDED_CHARACTERS,
+    MAX_NODES,
+)
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_EXPANDED_CHARACTERS",
     "MAX_NODES",
     "SECRET_MASK",
     "Completion",

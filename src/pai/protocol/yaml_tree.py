@@ -28,6 +28,11 @@ MAX_NODES = 100_000
 MAX_DEPTH = 100
 """Deepest nesting of mappings and lists, again counting what aliases expand to."""
 
+MAX_EXPANDED_CHARACTERS = 4 * MAX_DOCUMENT_BYTES
+"""Most characters the document's scalars may add up to, counting every use of an alias in
+full: a few large scalars used through thousands of aliases stay within MAX_NODES, yet make a
+job of gigabytes once it is written out (to the store, into a task's script)."""
+
 _EventParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _REMEMBERED_TAGS = 4096
@@ -124,6 +129,7 @@ class _OpenCollection:
     anchor: str | None
     size: int = 1
     depth: int = 1
+    characters: int = 0
     pending_key: Node | None = None
     pairs: list[tuple[Node, Node]] = field(default_factory=list)
     items: list[Node] = field(default_factory=list)
@@ -135,11 +141,13 @@ class _Composer:
     def __init__(self, text: str) -> None:
         self._text = text
         self._resolver = Resolver()
-        # anchor -> (node, its expanded size, its expanded depth)
-        self._anchors: dict[str, tuple[Node, int, int]] = {}
+        # anchor -> (node, its expanded size, depth and characters)
+        self._anchors: dict[str, tuple[Node, int, int, int]] = {}
         self._open: list[_OpenCollection] = []
         self._open_size = 0
         """The expanded size of the open collections so far (the sum of their sizes)."""
+        self._open_characters = 0
+        """The characters of the scalars in the open collections so far, expanded."""
         self._documents = 0
         self.root: Node | None = None
 
@@ -177,8 +185,9 @@ class _Composer:
             if tag is None or tag == "!":
                 tag = self._resolver.resolve(ScalarNode, event.value, event.implicit)
             node = ScalarNode(tag, event.value, *_marks(event), style=event.style)
-            self._remember(event.anchor, node, size=1, depth=1)
-            self._attach(node, size=1, depth=1)
+            characters = len(event.value)
+            self._remember(event.anchor, node, size=1, depth=1, characters=characters)
+            self._attach(node, size=1, depth=1, characters=characters)
         elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
             self._start_collection(event)
         elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
@@ -199,11 +208,13 @@ class _Composer:
     def _end_collection(self, event: yaml.Event) -> None:
         closed = self._open.pop()
         self._open_size -= closed.size
+        self._open_characters -= closed.characters
         closed.node.end_mark = _marks(event)[1]
         closed.node.value = closed.pairs if isinstance(closed.node, MappingNode) else closed.items
         # An anchor becomes usable only once its node is complete: an alias met earlier is a cycle.
-        self._remember(closed.anchor, closed.node, size=closed.size, depth=closed.depth)
-        self._attach(closed.node, size=closed.size, depth=closed.depth)
+        size, depth, characters = closed.size, closed.depth, closed.characters
+        self._remember(closed.anchor, closed.node, size=size, depth=depth, characters=characters)
+        self._attach(closed.node, size=size, depth=depth, characters=characters)
 
     def _alias(self, event: yaml.AliasEvent) -> None:
         anchor = event.anchor or ""
@@ -212,12 +223,21 @@ class _Composer:
             enclosing = any(frame.anchor == anchor for frame in self._open)
             reason = "an anchor that contains it" if enclosing else "no anchor defined before it"
             raise _fail(f"the alias *{anchor} refers to {reason}", position_of(_marks(event)[0]))
-        node, size, depth = known
-        self._attach(node, size=size, depth=depth, alias=anchor, mark=_marks(event)[0])
+        node, size, depth, characters = known
+        self._attach(
+            node,
+            size=size,
+            depth=depth,
+            characters=characters,
+            alias=anchor,
+            mark=_marks(event)[0],
+        )
 
-    def _remember(self, anchor: str | None, node: Node, *, size: int, depth: int) -> None:
+    def _remember(
+        self, anchor: str | None, node: Node, *, size: int, depth: int, characters: int
+    ) -> None:
         if anchor is not None:
-            self._anchors[anchor] = (node, size, depth)
+            self._anchors[anchor] = (node, size, depth, characters)
 
     def _attach(
         self,
@@ -225,14 +245,21 @@ class _Composer:
         *,
         size: int,
         depth: int,
+        characters: int,
         alias: str | None = None,
         mark: Mark | None = None,
     ) -> None:
+        through = f" (through the alias *{alias})" if alias else ""
         if size + self._open_size > MAX_NODES:
-            through = f" (through the alias *{alias})" if alias else ""
             raise _fail(
                 f"the document expands to more than {MAX_NODES} YAML nodes{through}; "
                 "a job file this large, or an alias used to multiply content, is refused",
+                position_of(mark or node.start_mark),
+            )
+        if characters + self._open_characters > MAX_EXPANDED_CHARACTERS:
+            raise _fail(
+                f"the document's text expands to more than {MAX_EXPANDED_CHARACTERS} "
+                f"characters{through}; an alias used to multiply content is refused",
                 position_of(mark or node.start_mark),
             )
         if depth + len(self._open) > MAX_DEPTH:
@@ -243,6 +270,8 @@ class _Composer:
         parent = self._open[-1]
         parent.size += size
         self._open_size += size
+        parent.characters += characters
+        self._open_characters += characters
         parent.depth = max(parent.depth, depth + 1)
         if isinstance(parent.node, SequenceNode):
             parent.items.append(node)
@@ -316,25 +345,30 @@ def _composed_by_libyaml(text: str) -> Node | None:
 
 
 def _within_limits(root: Node) -> bool:
-    """Whether `root`, with every alias expanded, has at most MAX_NODES nodes and MAX_DEPTH
-    levels (counted as the composer above counts them).
+    """Whether `root`, with every alias expanded, has at most MAX_NODES nodes, MAX_DEPTH
+    levels and MAX_EXPANDED_CHARACTERS characters of scalars (counted as the composer above
+    counts them).
 
     The tree is walked a level at a time, a shared node once for each use, so what is counted
     is the expanded document; the walk stops at the first level past either limit, so an alias
     bomb (or an alias inside its own anchor, which never ends) costs at most MAX_NODES steps."""
     level: list[Node] = [root]
-    nodes = 0
+    nodes = characters = 0
     for _ in range(MAX_DEPTH):
         nodes += len(level)
         if nodes > MAX_NODES:
             return False
         below: list[Node] = []
         for node in level:
-            if isinstance(node, SequenceNode):
+            if isinstance(node, ScalarNode):
+                characters += len(node.value)
+            elif isinstance(node, SequenceNode):
                 below.extend(node.value)
             elif isinstance(node, MappingNode):
                 for pair in node.value:
                     below.extend(pair)
+        if characters > MAX_EXPANDED_CHARACTERS:
+            return False
         if not below:
             return True
         level = below
