@@ -10,6 +10,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
+import pai.store.recordsets as recordsets
 from pai.auth.sealing import SecretBox
 from pai.cluster import cluster_from_file
 from pai.errors import ConflictJobError, TooManyRequestsError
@@ -236,3 +237,27 @@ taskRoles:
     )
     assert row.status is None and row.allocations == []
     assert before <= row.submitted_at <= utcnow()
+
+
+def test_a_batch_too_long_for_one_statement_is_written_in_several_alike(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a batch's rows travel as JSON documents of bounded length (here about one
+    job each): the jobs are kept in order, and a name repeated in a later document is refused
+    as in one statement."""
+    monkeypatch.setattr(recordsets, "MAX_DOCUMENT_CHARACTERS", 1000)
+    intake = SubmissionIntake(
+        database, StoredRateLimiter("submission", 100, 3600, what="x"), lambda: None
+    )
+    jobs = [prepared("fay", name) for name in ("one", "two", "three", "two", "four")]
+
+    answers = record_together(intake, jobs)
+
+    assert [type(answer).__name__ for answer in answers] == [
+        "NoneType",
+        "NoneType",
+        "NoneType",
+        "ConflictJobError",
+        "NoneType",
+    ]
+    assert stored(database) == [("fay", "one"), ("fay", "two"), ("fay", "three"), ("fay", "four")]

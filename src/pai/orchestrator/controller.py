@@ -68,7 +68,7 @@ from pai.storage.access import Credentials
 from pai.storage.jobs import JobStorages, TaskStorages
 from pai.store import Database
 from pai.store.models import JobEvent, JobRow, NodeCordon
-from pai.store.recordsets import json_rows, rows_document
+from pai.store.recordsets import json_rows, rows_documents
 
 log = logging.getLogger(__name__)
 
@@ -833,7 +833,7 @@ _UPDATE_JOBS_FROM_DOCUMENT = (
     .where(_JOBS.c.id == _CHANGED_JOBS.c.job_id)
     .values({name: _CHANGED_JOBS.c[name] for name in ROW_COLUMNS})
 )
-"""Writes `ROW_COLUMNS` of every job of a `rows_document` (rows as `_row_values`)."""
+"""Writes `ROW_COLUMNS` of every job of a `rows_documents` document (rows as `_row_values`)."""
 
 
 def _update_jobs(session: Session, rows: list[dict[str, Any]]) -> None:
@@ -841,7 +841,8 @@ def _update_jobs(session: Session, rows: list[dict[str, Any]]) -> None:
     statement of one parameter, on SQLite as one statement with many parameter sets (a Core
     statement: the ORM's bulk forms check every row's keys against the mapping first)."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(_UPDATE_JOBS_FROM_DOCUMENT, rows_document(rows))
+        for parameters in rows_documents(rows):
+            session.execute(_UPDATE_JOBS_FROM_DOCUMENT, parameters)
     else:
         session.execute(_UPDATE_JOB, rows)
 

@@ -42,7 +42,7 @@ from pai.runtime.plugins import PluginError, build_task_script
 from pai.scheduler.requests import RequestRefused, job_requests
 from pai.storage.jobs import named_storages
 from pai.store.models import JobRow, JobTag, NodeCordon, NodeEvent
-from pai.store.recordsets import json_rows, rows_document
+from pai.store.recordsets import json_rows, rows_documents
 from pai.store.types import utcnow
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -146,11 +146,14 @@ def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJ
         # One parameter for all the rows (see `pai.store.recordsets`), which carries what the
         # columns' defaults would have given.
         rows = [{**_JOB_DEFAULTS, **job.values, "submitted_at": utcnow()} for job in jobs]
-        result = session.connection().execute(_INSERT_JOBS_FROM_DOCUMENT, rows_document(rows))
+        results = [
+            session.connection().execute(_INSERT_JOBS_FROM_DOCUMENT, parameters)
+            for parameters in rows_documents(rows)
+        ]
     else:
         # Many parameter sets for one statement: the driver sends them as multi-row VALUES.
-        result = session.connection().execute(_INSERT_JOBS, [job.values for job in jobs])
-    recorded = {(username, name) for username, name in result}
+        results = [session.connection().execute(_INSERT_JOBS, [job.values for job in jobs])]
+    recorded = {(username, name) for result in results for username, name in result}
     outcomes: list[ConflictJobError | None] = []
     for job in jobs:
         key = (job.username, job.name)
@@ -181,8 +184,8 @@ _INSERT_JOBS_FROM_DOCUMENT = (
     .on_conflict_do_nothing(index_elements=["username", "name"])
     .returning(_JOBS.c.username, _JOBS.c.name)
 )
-"""On PostgreSQL: the rows of a `rows_document` inserted, but those whose user has a job of
-its name."""
+"""On PostgreSQL: the rows of a document of `rows_documents` inserted, but those whose user
+has a job of its name."""
 
 
 def _conflict(job: PreparedJob) -> ConflictJobError:

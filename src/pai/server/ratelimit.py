@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from pai.errors import TooManyRequestsError
 from pai.store.models import RateWindow
-from pai.store.recordsets import json_rows, rows_document
+from pai.store.recordsets import json_rows, rows_documents
 
 KEY_LENGTH = 320
 """As long as `rate_windows.key`: longer keys (user names are not checked at login) are cut."""
@@ -175,8 +175,12 @@ class StoredRateLimiter:
             {"scope": self.scope, "key": cut, "window": window.index, "count": counts[key]}
             for cut, key in stored.items()
         ]
-        result = session.connection().execute(*self._upsert(session, rows))
-        totals = {stored[cut]: int(total) for cut, total in result}
+        statement, parameters = self._upsert(session, rows)
+        totals = {
+            stored[cut]: int(total)
+            for each in parameters
+            for cut, total in session.connection().execute(statement, each)
+        }
         fresh = [key[:KEY_LENGTH] for key, total in totals.items() if total == counts[key]]
         if fresh:
             session.execute(
@@ -188,17 +192,18 @@ class StoredRateLimiter:
             )
         return totals
 
-    def _upsert(self, session: Session, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
-        """A statement and its parameters that add each row's `count` to its window's row,
-        returning the key and the new count: on PostgreSQL the rows are one JSON document
-        (`pai.store.recordsets`), on SQLite one parameter set each (sent as one multi-row
-        statement). The statement is compiled once per process rather than once per call."""
+    def _upsert(self, session: Session, rows: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
+        """A statement, and the parameters of each of its executions, that add each row's
+        `count` to its window's row, returning the key and the new count: on PostgreSQL the
+        rows are a JSON document (`pai.store.recordsets`), on SQLite one parameter set each
+        (sent as one multi-row statement). The statement is compiled once per process rather
+        than once per call."""
         backend = session.get_bind().dialect.name
         if backend not in self._upserts:
             self._upserts[backend] = _window_upsert(backend)
         if backend == "postgresql":
-            return self._upserts[backend], rows_document(rows)
-        return self._upserts[backend], rows
+            return self._upserts[backend], list(rows_documents(rows))
+        return self._upserts[backend], [rows]
 
     def _estimate(self, current: int, previous: int, window: _Window) -> float:
         return current + previous * (1 - window.elapsed / self.period)

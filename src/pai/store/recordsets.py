@@ -11,7 +11,7 @@ the server, and the whole batch is serialised by one `json.dumps`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,10 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.selectable import TableValuedAlias
 
 ROWS_PARAMETER = "rows"
-"""The name of the statement parameter that holds the document (`rows_document`)."""
+"""The name of the statement parameter that holds the document (`rows_documents`)."""
+MAX_DOCUMENT_CHARACTERS = 64 * 1024 * 1024
+"""The longest document of one statement: PostgreSQL refuses a `jsonb` value over 256 MB, and
+a batch of the largest job files (1 MiB each, expanding to 4 Mi characters) would exceed it."""
 
 
 def json_rows(columns: Sequence[ColumnClause[Any]], name: str) -> TableValuedAlias:
@@ -36,10 +39,18 @@ def json_rows(columns: Sequence[ColumnClause[Any]], name: str) -> TableValuedAli
     )
 
 
-def rows_document(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """The parameters of a statement over `json_rows`: the rows as one JSON document, with
-    timestamps in ISO 8601 (with their offset, which `timestamptz` keeps)."""
-    return {ROWS_PARAMETER: json.dumps(list(rows), default=_iso_timestamp)}
+def rows_documents(rows: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, str]]:
+    """The parameters of statements over `json_rows` that together carry `rows`, in order:
+    one JSON document of them all, or, over MAX_DOCUMENT_CHARACTERS, several (a row over it
+    goes alone). Timestamps are written in ISO 8601 with their offset, which `timestamptz`
+    keeps."""
+    document = json.dumps(list(rows), default=_iso_timestamp)
+    if len(document) <= MAX_DOCUMENT_CHARACTERS or len(rows) == 1:
+        yield {ROWS_PARAMETER: document}
+        return
+    half = len(rows) // 2
+    yield from rows_documents(rows[:half])
+    yield from rows_documents(rows[half:])
 
 
 def _iso_timestamp(value: object) -> str:
