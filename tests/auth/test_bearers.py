@@ -79,11 +79,7 @@ def test_a_change_committed_by_another_process_is_seen_within_the_ttl(
     clock = Clock()
     bearers = BearerCache(ttl=2.0, clock=clock)
     bearers.watch(database)
-    with database.session() as session:
-        directory = Directory(session)
-        directory.create_group("vision", virtual_clusters=["vc_vision"])
-        directory.create_user("alice", "alice-pw", virtual_clusters=["vc_vision"])
-    token = issue(database, tokens, "alice")
+    token = alice_of_vision(database, tokens)
     assert authenticate_token(database, tokens, bearers, token).may_use_virtual_cluster("vc_vision")
     elsewhere = Database(pai_database_url)
     try:
@@ -100,6 +96,15 @@ def test_a_change_committed_by_another_process_is_seen_within_the_ttl(
     finally:
         elsewhere.dispose()
         database.dispose()
+
+
+def alice_of_vision(database: Database, tokens: TokenService) -> str:
+    """A token of the new user alice, whose group `vision` grants the VC `vc_vision`."""
+    with database.session() as session:
+        directory = Directory(session)
+        directory.create_group("vision", virtual_clusters=["vc_vision"])
+        directory.create_user("alice", "alice-pw", virtual_clusters=["vc_vision"])
+    return issue(database, tokens, "alice")
 
 
 def change_in_a_transaction(database: Database, change: Callable[[Directory], object]) -> None:
@@ -125,11 +130,7 @@ def test_a_committed_change_is_seen_by_the_next_request(
 ) -> None:
     bearers = BearerCache(ttl=3600.0)
     bearers.watch(database)
-    with database.session() as session:
-        directory = Directory(session)
-        directory.create_group("vision", virtual_clusters=["vc_vision"])
-        directory.create_user("alice", "alice-pw", virtual_clusters=["vc_vision"])
-    token = issue(database, tokens, "alice")
+    token = alice_of_vision(database, tokens)
     before = authenticate_token(database, tokens, bearers, token)
     assert before.may_use_virtual_cluster("vc_vision")
     change_in_a_transaction(database, change)

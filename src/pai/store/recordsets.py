@@ -3,7 +3,7 @@
 
 The platform's batch writes (a batch of submissions, a controller pass's changed jobs) would
 otherwise send a parameter per value: psycopg converts a statement of more than 50
-parameters anew each time it runs (for ten jobs, 140 placeholders and 0.7 ms of Python), and
+parameters anew each time it runs (for ten jobs, 140 parameters and 0.7 ms of Python), and
 PostgreSQL plans each one. A statement with one parameter is converted once and prepared by
 the server, and the whole batch is serialised by one `json.dumps`.
 """
