@@ -14,11 +14,19 @@ STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 
 # A real API server for any test that needs one (fixtures pai_server, start_pai_server,
 # pai_database_url; see tests/server/harness.py), and `pai up` in a process of its own
-# (fixture pai_up; see tests/e2e/pai_process.py).
-pytest_plugins = ["server.harness", "e2e.pai_process"]
+# (fixture pai_up; see tests/e2e/pai_process.py); container images in a registry of their own
+# (fixtures busybox_image, python_image; see tests/container_images.py).
+pytest_plugins = ["server.harness", "e2e.pai_process", "container_images"]
 
 # Under pytest-xdist, the platforms of this worker hand out task ports no other worker does.
 task_ports.use_worker_share()
+
+# Tasks run on the host as the suite's own user wherever a test does not choose otherwise:
+# most tests are about what the platform does with a task, and their jobs name images no
+# registry here has. The tests of containers and isolation (tests/executors/containers,
+# tests/e2e/test_isolation.py) set these themselves.
+HOST_TASKS = {"PAI_ISOLATION": "host", "PAI_TASK_USER": "root"}
+os.environ.update(HOST_TASKS)
 
 
 def require(available: bool, reason: str) -> None:

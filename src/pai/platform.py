@@ -61,14 +61,20 @@ def open_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpec
     if settings.engine == "ray":
         return _ray_engine(settings, cluster, exit_specs)
     local = LocalExecutor(
-        settings.home / "executor", config=_supervisor_config(cluster), exit_specs=exit_specs
+        settings.home / "executor",
+        config=supervisor_config(settings, cluster),
+        exit_specs=exit_specs,
+        nodes=[node.name for node in cluster.nodes],
     )
     return Engine(local, PortAllocator(), close=lambda: None)
 
 
-def _supervisor_config(cluster: ClusterConfig) -> SupervisorConfig:
-    """How tasks are supervised: a stopped task's grace period defaults to the cluster file's."""
-    return SupervisorConfig(stop_grace_seconds=cluster.stop_grace_seconds)
+def supervisor_config(settings: Settings, cluster: ClusterConfig) -> SupervisorConfig:
+    """How tasks are supervised: on every node with the installation's isolation, and a
+    stopped task's grace period defaults to the cluster file's."""
+    return SupervisorConfig(
+        stop_grace_seconds=cluster.stop_grace_seconds, isolation=settings.isolation_policy
+    )
 
 
 def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
@@ -87,7 +93,7 @@ def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpec
         cluster,
         settings.home / "executor" / "ray",
         node_dir=settings.ray_node_dir,
-        config=_supervisor_config(cluster),
+        config=supervisor_config(settings, cluster),
         exit_specs=exit_specs,
         usage_interval=settings.monitor_interval,
     )

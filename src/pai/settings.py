@@ -33,6 +33,12 @@ tests (and several servers in one process) can run side by side with different c
   `hived` (see docs/scheduling.md).
 - `PAI_SCHEDULER_RESERVE_AFTER`: under `pai`, seconds a job may wait in its VC before cells
   are reserved for it; 3600.
+- `PAI_ISOLATION`: where tasks run on each node: `container` (in their jobs' images; a node
+  without a container runtime takes no tasks), `host` (directly on the node) or `auto` (the
+  default: containers where podman is installed, else the host). See docs/jobs.md.
+- `PAI_CONTAINER_RUNTIME`: the container runtime, `podman`; default: found on the PATH.
+- `PAI_TASK_USER`: the user host tasks run as when PAI runs as root; `nobody`.
+- `PAI_TASK_PIDS_LIMIT`: the most processes and threads one task's container may have; 8192.
 """
 
 from __future__ import annotations
@@ -45,6 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pai.errors import ConfigurationError
+from pai.executors.isolation import (
+    AUTO,
+    DEFAULT_PIDS_LIMIT,
+    DEFAULT_TASK_USER,
+    IsolationError,
+    IsolationPolicy,
+)
 from pai.scheduler.pai import DEFAULT_STARVATION_AFTER_S
 from pai.scheduler.pai import POLICIES as SCHEDULER_POLICIES
 
@@ -86,6 +99,17 @@ class Settings:
     """How long a controller that stopped renewing keeps the lease before a standby takes over."""
     scheduler: str = "pai"
     scheduler_reserve_after: float = DEFAULT_STARVATION_AFTER_S
+    isolation: str = AUTO
+    container_runtime: str = ""
+    task_user: str = DEFAULT_TASK_USER
+    task_pids_limit: int = DEFAULT_PIDS_LIMIT
+
+    @property
+    def isolation_policy(self) -> IsolationPolicy:
+        """How every node runs tasks (`pai.executors.isolation`)."""
+        return IsolationPolicy(
+            self.isolation, self.container_runtime, self.task_user, self.task_pids_limit
+        )
 
     @property
     def alert_actions_path(self) -> Path:
@@ -148,6 +172,10 @@ class Settings:
                 "PAI_MONITOR_RETENTION_DAYS: must be a positive integer, "
                 f"got {self.monitor_retention_days}"
             )
+        try:
+            self.isolation_policy  # noqa: B018 - validates the isolation settings
+        except IsolationError as error:
+            raise ConfigurationError(str(error)) from None
         if not self.ray_node_dir.is_absolute():
             raise ConfigurationError(
                 f"PAI_RAY_NODE_DIR: must be an absolute path (the same on every node), "
@@ -187,6 +215,10 @@ class Settings:
             scheduler_reserve_after=_float(
                 env, "PAI_SCHEDULER_RESERVE_AFTER", cls.scheduler_reserve_after
             ),
+            isolation=(env.get("PAI_ISOLATION") or cls.isolation).lower(),
+            container_runtime=(env.get("PAI_CONTAINER_RUNTIME") or "").lower(),
+            task_user=env.get("PAI_TASK_USER") or cls.task_user,
+            task_pids_limit=_int(env, "PAI_TASK_PIDS_LIMIT", cls.task_pids_limit),
         )
 
 

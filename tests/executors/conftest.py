@@ -14,7 +14,10 @@ import psutil
 import pytest
 
 from pai.executors.base import TaskEvent, TaskEventKind, TaskLaunch, TaskResult
-from pai.executors.local import LocalExecutor
+from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.images import RegistryAuth
+from pai.executors.isolation import IsolationPolicy
+from pai.executors.local import LocalExecutor, kill_processes_under
 from pai.executors.taskfiles import SupervisorConfig, TaskFiles
 
 WAIT_SECONDS = 30.0
@@ -27,6 +30,9 @@ class Harness:
     """Launches tasks on a local executor and collects its events per task."""
 
     root: Path
+    config: SupervisorConfig = FAST_CONFIG
+    task_defaults: dict[str, Any] = field(default_factory=dict)
+    """Fields every task gets unless a test says otherwise (an image, for containers)."""
     executor: LocalExecutor = field(init=False)
     events: dict[str, list[TaskEvent]] = field(default_factory=lambda: defaultdict(list))
 
@@ -37,7 +43,7 @@ class Harness:
         """An executor on `root/<state>`; a second one on the same state sees the same tasks."""
         return LocalExecutor(
             self.root / state,
-            config=replace(FAST_CONFIG, **config),
+            config=replace(self.config, **config),
             liveness_interval=LIVENESS_INTERVAL,
         )
 
@@ -56,6 +62,7 @@ class Harness:
             "working_dir": self.root / "work" / key,
             "log_dir": self.root / "logs" / key,
             "memory_mb": None,
+            **self.task_defaults,
         }
         values.update(fields)
         return TaskLaunch(**values)
@@ -113,6 +120,26 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     yield Harness(tmp_path)
     for state_dir in tmp_path.glob("state*"):
         kill_leftovers(state_dir)
+
+
+@pytest.fixture
+def containers(
+    tmp_path: Path,
+    sandbox_env: dict[str, str],
+    container_sandbox: ContainerSandbox,
+    busybox_image: str,
+) -> Iterator[Harness]:
+    """Tasks run in containers of the sandbox's busybox image, pulled with its password."""
+    harness = Harness(
+        tmp_path,
+        config=replace(FAST_CONFIG, isolation=IsolationPolicy("container")),
+        task_defaults={
+            "docker_image": busybox_image,
+            "image_auth": RegistryAuth("pai", container_sandbox.password),
+        },
+    )
+    yield harness
+    kill_processes_under(tmp_path)
 
 
 def kill_leftovers(state_dir: Path) -> None:

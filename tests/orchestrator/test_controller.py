@@ -52,7 +52,8 @@ class Platform:
         self.controller = self._controller()
 
     def _controller(self) -> Controller:
-        engine = open_engine(Settings(self.home, self.database_url), self.cluster, ExitSpecSource())
+        settings = Settings(self.home, self.database_url, isolation="host", task_user="")
+        engine = open_engine(settings, self.cluster, ExitSpecSource())
         return Controller(
             self.database,
             Scheduler(self.cluster),

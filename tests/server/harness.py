@@ -159,6 +159,9 @@ def server_settings(home: Path, database_url: str | None = None, **overrides: An
         # Tests expect a job to wait while its VC is full; under the default `pai` policy it
         # would run on another VC's idle cells instead (tests/scheduler cover `pai`).
         "scheduler": "hived",
+        # Tasks on the host as the suite's user (see tests/conftest.py).
+        "isolation": "host",
+        "task_user": "",
     }
     values.update(overrides)
     return Settings(**values)

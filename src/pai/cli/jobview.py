@@ -84,6 +84,10 @@ def _add_task(branch: Tree, task: TaskStatus, job_exit_code: int | None) -> None
     line.append(f"  retries {task.retries}")
     if task.isolation == "host" and task.docker_image:
         line.append(f"  on the host (image {task.docker_image} not used)", style="dim")
+    elif task.isolation == "container":
+        line.append(f"  in a container of {task.docker_image}", style="dim")
+    if task.preparing and task.task_state == "WAITING":
+        line.append(f"  {task.preparing}", style="yellow")
     node = branch.add(line)
     if task.container_exit_code is not None and task.task_state not in ("WAITING", "RUNNING"):
         _add_exit(

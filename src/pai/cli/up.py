@@ -21,6 +21,7 @@ from rich.table import Table
 from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_cluster
 from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
+from pai.executors.isolation import IsolationError, resolve
 from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
 from pai.settings import Settings
 
@@ -168,6 +169,8 @@ def load_settings(home: Path | None, **options: str | None) -> Settings:
             environ[f"PAI_{name.upper()}"] = value
     settings = Settings.from_env(environ)
     settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # PAI's database, secret key and every task's files are in its home: for PAI alone.
+    settings.home.chmod(0o700)
     return settings
 
 
@@ -240,7 +243,18 @@ def check_port_free(host: str, port: int) -> None:
 def _engine_line(settings: Settings) -> str:
     if settings.engine == "ray":
         return f"ray, cluster at {settings.ray_address}, node directory {settings.ray_node_dir}"
-    return "local (tasks run as processes on this machine)"
+    return "local (tasks run on this machine)"
+
+
+def _tasks_line(settings: Settings) -> str:
+    """Where tasks run: what this machine decided, or the policy every Ray node applies."""
+    policy = settings.isolation_policy
+    if settings.engine == "ray":
+        return f"isolation {policy.mode} on every node (`pai cluster` shows each node's)"
+    try:
+        return resolve(policy).describe()
+    except IsolationError as error:
+        return str(error)
 
 
 def _announce(
@@ -256,6 +270,7 @@ def _announce(
     console.print(f"[bold]PAI[/bold] is starting at [link={url}]{url}[/link]")
     console.print(f"  home:    {settings.home}")
     console.print(f"  engine:  {_engine_line(settings)}")
+    console.print(f"  tasks:   {_tasks_line(settings)}")
     console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
     console.print(f"  log:     {log_path}")
     console.print(f"  metrics: {url}/metrics (open to this machine; see docs/monitoring.md)")

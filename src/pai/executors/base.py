@@ -15,6 +15,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pai.executors.images import RegistryAuth
 from pai.executors.mounts import Mount
 from pai.runtime.classification import Classification, ExitCode
 
@@ -49,8 +50,10 @@ def check_task_key(key: str) -> str:
 class TaskLaunch:
     """Everything needed to run one attempt of one task; `key` is unique per attempt.
 
-    `script` is the final bash script with secrets substituted: executors hand it to the task
-    and never store or log it (it is left out of `repr`).
+    `script` is the final bash script with secrets substituted, `image_auth` the credentials
+    of the image's registry and `ssh_server` the keys of a container task's SSH server:
+    executors hand them to the task's supervisor and never store or log them (they are left
+    out of `repr`).
     """
 
     key: str
@@ -73,6 +76,18 @@ class TaskLaunch:
     """Storages the task sees at their mount paths (`pai.executors.mounts`)."""
     stop_grace_seconds: float | None = None
     """From SIGTERM to SIGKILL when the task is stopped (None: the executor's default)."""
+    cpus: float | None = None
+    """CPUs the job asked for (a container's CPU quota)."""
+    shm_mb: int | None = None
+    """Size of a container's /dev/shm."""
+    previous_working_dir: Path | None = None
+    """The working directory of the task's previous attempt, on this node if it ran here."""
+    isolation: str | None = None
+    """The isolation the script was built for ("host" or "container"); the node must agree."""
+    image_auth: RegistryAuth | None = field(default=None, repr=False)
+    ssh_server: str | None = field(default=None, repr=False)
+    """For a container task of an ssh-enabled job: the keys of its SSH server, which runs on
+    the node and opens each session inside the container."""
 
 
 class KillReason(Enum):
@@ -100,7 +115,7 @@ class LogStream(StrEnum):
 @dataclass(frozen=True)
 class TaskResult:
     """How a task attempt ended. `isolation` says what separated the task from its node:
-    "host" (the local executor runs commands directly on the machine) or "container"."""
+    "host" (its commands ran directly on the node) or "container" (in its image)."""
 
     classification: Classification
     started_at: datetime | None
@@ -133,18 +148,21 @@ class TaskResult:
 
 
 class TaskEventKind(StrEnum):
+    PREPARING = "preparing"
     STARTED = "started"
     FINISHED = "finished"
 
 
 @dataclass(frozen=True)
 class TaskEvent:
-    """Something happened to a task attempt: its command started, or it ended (with `result`)."""
+    """Something happened to a task attempt: what it waits for before its command starts
+    (`message`, e.g. an image being pulled), its command started, or it ended (`result`)."""
 
     key: str
     kind: TaskEventKind
     at: datetime
     result: TaskResult | None = None
+    message: str = ""
 
 
 class TaskPhase(StrEnum):
@@ -195,9 +213,9 @@ class Executor(Protocol):
     """Runs task attempts and reports on them. Implementations must be safe to call from the
     controller's thread while other threads read logs."""
 
-    isolation: str
-    """What separates a task from its node, shown with every task: "host" (commands run
-    directly on the machine, `dockerImage` only recorded), "container" or "simulated"."""
+    def isolation_on(self, node: str) -> str:
+        """What separates a task from `node`, shown with every task: "host" (commands run
+        directly on the node, `dockerImage` only recorded), "container" or "simulated"."""
 
     def attempt_dir(self, node: str, job: str, key: str) -> Path:
         """Where the working and log directories of attempt `key` of `job` go, on `node`."""

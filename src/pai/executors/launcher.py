@@ -15,8 +15,9 @@ launcher records a supervisor's identity before the supervisor runs, so a superv
 at once is noticed, and a detached one (which records its own child in its place) is never
 overwritten. Children are reaped by the kernel (SIGCHLD ignored), so none lingers as a zombie.
 
-A request carries the task's script, which holds the job's secrets: it travels through the pipe
-and the forked process's memory only, never through a file or a command line.
+A request carries the task's script, which holds the job's secrets, and the task's other
+secrets (registry credentials, SSH keys): they travel through the pipe and the forked process's
+memory only, never through a file or a command line.
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ class SupervisorLauncher:
         self._launchers = [_Launcher(tasks_dir, env) for _ in range(processes)]
         self._turn = itertools.count()
 
-    def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
+    def start(
+        self, task_dir: Path, runtime_log: Path, script: str, secrets: Mapping[str, Any]
+    ) -> int:
         """Fork the supervisor of the task in `task_dir`; its pid."""
         launcher = self._launchers[next(self._turn) % len(self._launchers)]
-        return launcher.start(task_dir, runtime_log, script)
+        return launcher.start(task_dir, runtime_log, script, secrets)
 
     def warm(self) -> None:
         """Start the launchers now, so that the first launches do not wait for them."""
@@ -81,9 +84,16 @@ class _Launcher:
         self._queue: list[_Request] = []
         self._process: subprocess.Popen[bytes] | None = None
 
-    def start(self, task_dir: Path, runtime_log: Path, script: str) -> int:
+    def start(
+        self, task_dir: Path, runtime_log: Path, script: str, secrets: Mapping[str, Any]
+    ) -> int:
         request = _Request(
-            {"task_dir": str(task_dir), "runtime_log": str(runtime_log), "script": script}
+            {
+                "task_dir": str(task_dir),
+                "runtime_log": str(runtime_log),
+                "script": script,
+                "secrets": dict(secrets),
+            }
         )
         with self._queue_lock:
             self._queue.append(request)
@@ -213,7 +223,13 @@ def _fork_supervisor(request: Mapping[str, Any]) -> int:
             pid = os.fork()
             if pid == 0:
                 os.close(go_write)
-                _become_supervisor(files, runtime_log, go_read, request["script"].encode())
+                _become_supervisor(
+                    files,
+                    runtime_log,
+                    go_read,
+                    request["script"].encode(),
+                    request.get("secrets", {}),
+                )
         except OSError:
             os.close(go_write)
             raise
@@ -234,7 +250,9 @@ def _fork_supervisor(request: Mapping[str, Any]) -> int:
     return pid
 
 
-def _become_supervisor(files: TaskFiles, runtime_log: int, go: int, script: bytes) -> None:
+def _become_supervisor(
+    files: TaskFiles, runtime_log: int, go: int, script: bytes, secrets: dict[str, Any]
+) -> None:
     """In the forked child: a session and standard streams of its own, then supervise the task
     once the launcher has recorded it. Never returns."""
     code = 1
@@ -251,7 +269,7 @@ def _become_supervisor(files: TaskFiles, runtime_log: int, go: int, script: byte
         recorded = os.read(go, 1)
         os.close(go)
         if recorded:  # else the launcher could not record us: nobody would watch us
-            code = supervise(files, script)
+            code = supervise(files, script, secrets)
     except BaseException:
         traceback.print_exc()
     finally:

@@ -1,6 +1,7 @@
 """Storages bind-mounted where a task expects them, in a mount namespace of the task's own.
 
-The supervisor starts a task that mounts storages as
+The supervisor starts a host task that mounts storages (or whose view of PAI's home is hidden)
+as
 
     python -m pai.executors.mounts REPORT_FD REQUEST_JSON -- bash /dev/fd/N
 
@@ -14,6 +15,12 @@ A mount point that does not exist is made visible to the task alone: its nearest
 parent (say `/mnt`) is covered by a private tmpfs holding the parent's entries, each bound back
 in place, plus the new mount point. Only a mount point directly under `/` is created on the
 node itself.
+
+A host task that runs as an unprivileged user while PAI runs as root also gets a `hide`
+directory: the nearest folder above PAI's state that the user could not pass (or PAI's home
+itself), covered by an empty tmpfs before the mounts are made, so that the task's own
+directories, bound back at their paths, are all it sees of it. Then this process becomes that
+user (no supplementary groups) and execs the command.
 
 The outcome reaches the supervisor through REPORT_FD, which is closed on exec: the supervisor
 reads nothing when every mount was made, and `transient: why` or `permanent: why` when one
@@ -73,12 +80,23 @@ class MountFailed(Exception):
 
 
 def mount_command(
-    mounts: Sequence[Mount], report_fd: int, env: dict[str, str]
+    mounts: Sequence[Mount],
+    report_fd: int,
+    env: dict[str, str],
+    *,
+    hide: str | None = None,
+    user: tuple[int, int] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv prefix that runs a command with `mounts` made (see the module docstring), and
-    the environment to start it with: the command's `env`, plus what this process needs to
-    import PAI, which it takes away again before the command runs."""
-    request = {"mounts": [asdict(mount) for mount in mounts], "pythonpath": env.get(PYTHONPATH)}
+    """The argv prefix that runs a command with `mounts` made under a hidden `hide`, as
+    `user` (uid, gid) when given (see the module docstring), and the environment to start it
+    with: the command's `env`, plus what this process needs to import PAI, which it takes
+    away again before the command runs."""
+    request = {
+        "mounts": [asdict(mount) for mount in mounts],
+        "pythonpath": env.get(PYTHONPATH),
+        "hide": hide,
+        "user": list(user) if user else None,
+    }
     argv = [sys.executable, "-m", "pai.executors.mounts", str(report_fd), json.dumps(request)]
     own = os.environ.get(PYTHONPATH)
     return [*argv, "--"], {**env, PYTHONPATH: own} if own is not None else env
@@ -95,30 +113,49 @@ def read_report(report_fd: int) -> MountFailed | None:
     return MountFailed(message or text, transient=kind == TRANSIENT)
 
 
-def make_mounts(mounts: Sequence[Mount]) -> None:
-    """Enter a private mount namespace and make `mounts`, parents before children."""
+def make_mounts(mounts: Sequence[Mount], hide: str | None = None) -> None:
+    """Enter a private mount namespace, cover `hide` with an empty tmpfs, and make `mounts`,
+    parents before children (their sources are opened first: they may lie under `hide`)."""
+    ordered = sorted(mounts, key=lambda mount: Path(mount.target).parts)
+    sources = [_open_source(mount) for mount in ordered]
     _enter_namespace()
     shadowed: set[Path] = set()
-    for mount in sorted(mounts, key=lambda mount: Path(mount.target).parts):
-        source, target = Path(mount.source), Path(mount.target)
-        if mount.create_source:
-            try:
-                source.mkdir(mode=0o755, exist_ok=True)
-            except OSError as error:
-                raise MountFailed(
-                    f"cannot make the folder {source}: {error.strerror}", transient=True
-                ) from None
-        if not source.is_dir():
-            raise MountFailed(
-                f"the storage's directory {source} does not exist on this node; the "
-                "administrator must mount it on every node",
-                transient=True,
-            )
+    if hide is not None:
+        _mount("tmpfs", Path(hide), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+        shadowed.add(Path(hide))  # mount points under it are made in the tmpfs
+    for mount, source in zip(ordered, sources, strict=True):
+        target = Path(mount.target)
         _make_mount_point(target, shadowed)
-        _mount(str(source), target, None, MS_BIND | MS_REC)
+        _mount(f"/proc/self/fd/{source}", target, None, MS_BIND | MS_REC)
         if mount.read_only:
             kept = _kept_flags(target)
             _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+
+
+def _open_source(mount: Mount) -> int:
+    """A descriptor of the mount's source folder (made first when asked)."""
+    source = Path(mount.source)
+    if mount.create_source:
+        try:
+            source.mkdir(mode=0o755, exist_ok=True)
+        except OSError as error:
+            raise MountFailed(
+                f"cannot make the folder {source}: {error.strerror}", transient=True
+            ) from None
+    if not source.is_dir():
+        raise MountFailed(
+            f"the storage's directory {source} does not exist on this node; the "
+            "administrator must mount it on every node",
+            transient=True,
+        )
+    return os.open(source, os.O_PATH | os.O_DIRECTORY)
+
+
+def _become(uid: int, gid: int) -> None:
+    """Drop every privilege for the user `uid`: no supplementary groups, no way back."""
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
 
 
 def _enter_namespace() -> None:
@@ -219,7 +256,9 @@ def main(argv: Sequence[str]) -> int:
     os.set_inheritable(report_fd, False)  # closed by the exec: the supervisor then reads EOF
     request = json.loads(argv[1])
     try:
-        make_mounts([Mount(**entry) for entry in request["mounts"]])
+        make_mounts([Mount(**entry) for entry in request["mounts"]], request.get("hide"))
+        if request.get("user"):
+            _become(*request["user"])
     except MountFailed as failed:
         kind = TRANSIENT if failed.transient else PERMANENT
         os.write(report_fd, f"{kind}: {failed}".encode())

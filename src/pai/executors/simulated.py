@@ -69,14 +69,15 @@ class SimulatedExecutor:
     `run_time(task)` gives the seconds a task attempt runs before it exits with code 0.
     """
 
-    isolation = "simulated"
-
     def __init__(self, clock: VirtualClock, run_time: Callable[[TaskLaunch], float]) -> None:
         self.clock = clock
         self._run_time = run_time
         self._tasks: dict[str, _SimulatedTask] = {}
         self._finishing: list[tuple[float, int, str]] = []  # (finish time, order, key)
         self._order = itertools.count()
+
+    def isolation_on(self, node: str) -> str:
+        return ISOLATION
         self._due: list[TaskEvent] = []  # happened at the current time (starts, kills)
         spec = builtin_exit_spec()
         self._verdicts: dict[int, Classification] = {

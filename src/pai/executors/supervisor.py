@@ -1,54 +1,56 @@
-"""Runs one task attempt on this machine and records how it ended.
+"""Runs one task attempt on its node and records how it ended.
 
-The local executor has `pai.executors.launcher` fork a supervisor per task, in a session of its
-own, and hand it the task's script. The supervisor outlives the control plane, so a
-restart of the platform leaves running tasks alone; the executor finds them again through the
-task directory (see `pai.executors.taskfiles`).
+The executor has `pai.executors.launcher` fork a supervisor per task, in a session of its own,
+and hand it the task's script (and its other secrets: registry credentials, SSH keys). The
+supervisor outlives the control plane, so a restart of the platform leaves running tasks alone;
+the executor finds them again through the task directory (see `pai.executors.taskfiles`).
 
 What it does for the task, in order: checks that the task's ports are free on its node address
-(busy: 253, as OpenPAI's port checker), mounts the task's storages in a mount namespace of the
-task's own (`pai.executors.mounts`; a failure ends the task with -120 or -200), runs the script
-with bash in the working directory with the task's environment, copies stdout and stderr into
-capped log files, watches the resident memory of the task's whole process tree, ends the tree on
-request (SIGTERM, then SIGKILL after the grace period) or on exceeding memoryMB (SIGKILL, code
--1200), and finally classifies the exit with the exit spec and writes result.json atomically.
+(busy: 253, as OpenPAI's port checker); starts the task as its node's isolation says, in a
+container of its image (`pai.executors.containertask`, pulling the image first when needed) or
+on the host (`pai.executors.hosttask`, storages mounted in a mount namespace of the task's own);
+copies the task's stdout and stderr into capped log files; ends the task on request (SIGTERM to
+every process of it, then SIGKILL after the grace period) or when it exceeds memoryMB (the
+kernel's OOM kill in a container; on the host the supervisor watches the resident memory of the
+task's processes and kills them, code -1200 either way), and finally classifies the exit with
+the exit spec and writes result.json atomically.
 
 The supervisor makes itself a child subreaper, so processes the task orphans (daemonised,
-`setsid`) stay its descendants: none of them survives the task. Memory is enforced by watching
-RSS rather than by RLIMIT_AS, because address-space limits break programs that reserve large
-virtual ranges without using them (CUDA, JVMs, allocators).
+`setsid`), and a container's monitor, stay its descendants: none of them survives the task.
+On the host, memory is enforced by watching RSS rather than by RLIMIT_AS, because address-space
+limits break programs that reserve large virtual ranges without using them (CUDA, JVMs).
 
-The script reaches the supervisor in memory and bash through a pipe, never through a file or the
-command line, because it carries the job's secrets.
+The script reaches the supervisor in memory and the task's shell through a pipe, never through a
+file or the command line, because it carries the job's secrets.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from types import FrameType
-from typing import IO, TYPE_CHECKING
-
-import psutil
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pai.executors.base import LogStream, TaskResult
+from pai.executors.containertask import ContainerPlan, ContainerRun, StartFailed
+from pai.executors.hosttask import HostRun, kill_descendants
+from pai.executors.images import PullFailed, RegistryAuth
+from pai.executors.isolation import CONTAINER, RUNTIME_ENV
 from pai.executors.logfiles import READ_CHUNK, CappedLogWriter, read_log
-from pai.executors.mounts import MountFailed, mount_command, read_report
-from pai.executors.proctree import child_pids, tree_resident_bytes
+from pai.executors.mounts import MountFailed
 from pai.executors.taskfiles import (
     MIB,
+    Exited,
     LaunchRecord,
     ProcessIdentity,
     StartedCommand,
@@ -61,11 +63,12 @@ from pai.runtime.ports import is_port_free
 if TYPE_CHECKING:
     from pai.runtime.exitspec import ExitSpec
 
-ISOLATION = "host"
 RUNTIME_LOG_TAIL_BYTES = 64 * 1024
 KILL_RETRY_INTERVAL = 0.05
-KILL_TIMEOUT = 30.0  # a process in uninterruptible sleep ignores SIGKILL until it wakes
 PUMP_JOIN_TIMEOUT = 5.0
+SSH_READY_TIMEOUT = 30.0
+SSH_DIR = ".pai-ssh"
+IMAGE_LOCKS_DIR = "image-locks"
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -76,14 +79,39 @@ class _Ending(Enum):
     LIFELINE_LOST = "lifeline lost"
 
 
+class TaskRun(Protocol):
+    """A started task, on the host or in a container, as the supervisor handles it."""
+
+    isolation: str
+
+    @property
+    def identity(self) -> ProcessIdentity: ...
+    @property
+    def stdout(self) -> IO[bytes]: ...
+    @property
+    def stderr(self) -> IO[bytes]: ...
+    def running(self) -> bool: ...
+    def resident_bytes(self) -> int | None: ...
+    def signal(self, signum: int) -> None: ...
+    def has_processes(self) -> bool: ...
+    def kill(self) -> list[int]: ...
+    def tick(self) -> None: ...
+    def finish(self) -> Exited: ...
+
+
 class Supervisor:
     """Supervises one task attempt from start to result."""
 
-    def __init__(self, files: TaskFiles, record: LaunchRecord, script: bytes) -> None:
+    def __init__(
+        self, files: TaskFiles, record: LaunchRecord, script: bytes, secrets: dict[str, Any]
+    ) -> None:
         self._files = files
         self._record = record
         self._config = record.config
         self._script = script
+        auth = secrets.get("image_auth")
+        self._image_auth = RegistryAuth(**auth) if auth else None
+        self._ssh_server: str | None = secrets.get("ssh_server")
         self._stop_signal: int | None = None
         self._started_at: datetime | None = None
         self._resident_at_kill = 0
@@ -101,15 +129,12 @@ class Supervisor:
             f"attempt {record.job_attempt}, task attempt {record.task_attempt}, "
             f"node {record.node} ({record.address})"
         )
-        self._note(
-            f"docker image {record.docker_image or '(none)'} is recorded only: PAI runs the "
-            "task's commands directly on the node's host"
-        )
+        self._note(self._where())
         try:
             classification = self._run_task()
         except Exception as exc:  # whatever breaks, the task must still get a result
             self._note("the runtime failed:\n" + traceback.format_exc())
-            self._kill_tree(None)
+            kill_descendants()
             code = (
                 ExitCode.POD_EXTERNAL_DELETED
                 if self._started_at
@@ -118,11 +143,21 @@ class Supervisor:
             classification = self._spec().for_code(
                 code, diagnostics=(f"the task's runtime failed: {exc!r}",)
             )
-        result = TaskResult(classification, self._started_at, utc_now(), ISOLATION)
+        result = TaskResult(classification, self._started_at, utc_now(), record.isolation)
         self._note(f"finished: exit code {result.exit_code} ({classification.phrase})")
         self._files.write_result(result)
         self._runtime_log.close()
         return 0
+
+    def _where(self) -> str:
+        record = self._record
+        if record.isolation == CONTAINER:
+            return f"runs in a container of image {record.docker_image} ({record.container_name})"
+        who = f"as user {record.task_user.name}" if record.task_user else "as PAI's own user"
+        return (
+            f"runs directly on the node's host {who}; its image "
+            f"{record.docker_image or '(none)'} is recorded only"
+        )
 
     def _run_task(self) -> Classification:
         if self._lifeline_lost():
@@ -142,73 +177,137 @@ class Supervisor:
         writers = self._open_logs()
         try:
             try:
-                process = self._start_command()
+                task = self._start()
             except MountFailed as failed:
                 return self._mount_failed_classification(failed)
+            except PullFailed as failed:
+                return self._start_failed_classification(
+                    str(failed),
+                    ExitCode.CONTAINER_IMAGE_NOT_EXISTS
+                    if failed.permanent
+                    else ExitCode.POD_CREATION_TRANSIENT_ERROR,
+                )
+            except StartFailed as failed:
+                return self._start_failed_classification(str(failed), failed.code)
             self._started_at = utc_now()
-            identity = ProcessIdentity.of(process.pid) or ProcessIdentity(process.pid, 0.0)
-            self._files.write_started(StartedCommand(identity, self._started_at))
-            self._note(f"command started: pid {process.pid}")
-            pumps = self._start_pumps(process, writers)
-            ending = self._watch(process)
-            status = _exit_status(process.wait())
-            self._kill_tree(process)
+            container = self._record.container_name if task.isolation == CONTAINER else None
+            self._files.write_started(StartedCommand(task.identity, self._started_at, container))
+            self._note(f"command started: pid {task.identity.pid}")
+            pumps = self._start_pumps(task, writers)
+            ending = self._prepare_and_watch(task)
+            exited = task.finish()
+            left = task.kill()
+            left += kill_descendants()  # what else it left (an SSH server, helpers)
+            if left:
+                self._note(f"processes {left} outlived SIGKILL; left behind")
             for pump in pumps:
                 pump.join(PUMP_JOIN_TIMEOUT)
         finally:
             for writer in writers.values():
                 writer.close()
+        status = exited.status
         self._note(f"command exited with status {status}")
         if ending is _Ending.STOPPED:
             return self._stopped_classification(status)
-        if ending is _Ending.OUT_OF_MEMORY:
-            return self._out_of_memory_classification(status)
         if ending is _Ending.LIFELINE_LOST:
             return self._lifeline_lost_classification(status)
+        if ending is _Ending.OUT_OF_MEMORY or exited.oom_killed:
+            return self._out_of_memory_classification(status)
         return self._spec().classify(
             status,
             self._read_log(LogStream.ALL, self._config.classify_tail_bytes),
             self._read_log(LogStream.RUNTIME, RUNTIME_LOG_TAIL_BYTES),
         )
 
-    def _start_command(self) -> subprocess.Popen[bytes]:
-        env = {name: os.environ[name] for name in self._config.inherit_env if name in os.environ}
-        env.update(self._record.env)
-        bash = shutil.which("bash", path=env.get("PATH")) or "/bin/bash"
-        read_fd, write_fd = os.pipe()
-        command, report_fd, mounting_fd = [bash, f"/dev/fd/{read_fd}"], None, None
-        if self._record.mounts:
-            report_fd, mounting_fd = os.pipe()
-            prefix, env = mount_command(self._record.mounts, mounting_fd, env)
-            command = prefix + command
-        try:
-            process = subprocess.Popen(
-                command,
-                cwd=self._record.working_dir,
+    def _start(self) -> TaskRun:
+        record = self._record
+        inherited = {
+            name: os.environ[name] for name in self._config.inherit_env if name in os.environ
+        }
+        if record.isolation != CONTAINER:
+            host = HostRun(record, inherited)
+            host.start(self._script)
+            return host
+        assert record.runtime is not None and record.container_name is not None
+        plan = ContainerPlan(
+            runtime=record.runtime,
+            name=record.container_name,
+            labels=record.container_labels,
+            pids_limit=self._config.isolation.pids_limit,
+            locks_dir=self._files.directory.parent.parent / IMAGE_LOCKS_DIR,
+        )
+        runtime_env = {**inherited, **{n: os.environ[n] for n in RUNTIME_ENV if n in os.environ}}
+        container = ContainerRun(
+            record,
+            self._files,
+            plan,
+            runtime_env,
+            self._image_auth,
+            note=self._note,
+            progress=self._files.write_progress,
+        )
+        container.start()
+        return container
+
+    def _prepare_and_watch(self, task: TaskRun) -> _Ending:
+        """A container task gets its script once its SSH server (and barrier) are ready;
+        then the task is watched to its end."""
+        if isinstance(task, ContainerRun):
+            script = self._script
+            if self._ssh_server is not None:
+                script = self._serve_ssh(task) or script
+            task.feed(script)
+        return self._watch(task)
+
+    def _serve_ssh(self, task: ContainerRun) -> bytes | None:
+        """Start the task's SSH server on the node, whose sessions open in the container, and
+        wait for the job's other tasks when the job asked for a barrier; None when all is
+        ready, else a script that fails the task saying why."""
+        from pai.runtime.sshbarrier import BARRIER_FAILED, unreachable_peers
+
+        assert self._ssh_server is not None and self._record.runtime is not None
+        request = json.loads(self._ssh_server)
+        directory = self._record.working_dir / SSH_DIR
+        ready = directory / "ready"
+        ready.unlink(missing_ok=True)
+        env = {**os.environ, **self._record.env}
+        with open(self._record.log_dir / "sshd.log", "ab") as log:
+            server = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "pai.runtime.sshd",
+                    str(directory),
+                    "--container",
+                    self._record.runtime,
+                    task.name,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
                 env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(read_fd,) if mounting_fd is None else (read_fd, mounting_fd),
-                process_group=0,
+                start_new_session=True,
             )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-            if mounting_fd is not None:
-                os.close(mounting_fd)
-        failed = read_report(report_fd) if report_fd is not None else None
-        if failed is not None:
-            os.close(write_fd)
-            process.communicate()
-            raise failed
-        # bash reads the script through its own descriptor; closing the inherited one keeps the
-        # task's programs from reading (or holding open) the script pipe.
-        script = f"exec {read_fd}<&-\n".encode() + self._script
-        threading.Thread(target=_feed, args=(write_fd, script), daemon=True).start()
-        return process
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(request["keys"]).encode())
+        server.stdin.close()
+        deadline = time.monotonic() + SSH_READY_TIMEOUT
+        while not ready.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(KILL_RETRY_INTERVAL)
+        if not ready.exists():
+            message = "[pai] ssh plugin: the task's SSH server did not start"
+            self._note(message)
+            return _failing_script(message, 1)
+        barrier = request.get("barrier_seconds")
+        if barrier is None:
+            return None
+        self._files.write_progress("waiting for every task of the job to accept SSH")
+        missing = unreachable_peers(self._record.env, float(barrier))
+        if not missing:
+            return None
+        message = f"[pai] SSH barrier reaches max retry count: {', '.join(missing)} not reachable"
+        self._note(message)
+        return _failing_script(message, BARRIER_FAILED)
 
     def _open_logs(self) -> dict[LogStream, CappedLogWriter]:
         cap = self._config.log_cap_bytes
@@ -218,14 +317,10 @@ class Supervisor:
         }
 
     def _start_pumps(
-        self, process: subprocess.Popen[bytes], writers: dict[LogStream, CappedLogWriter]
+        self, task: TaskRun, writers: dict[LogStream, CappedLogWriter]
     ) -> list[threading.Thread]:
         pumps = []
-        for pipe, stream in (
-            (process.stdout, LogStream.STDOUT),
-            (process.stderr, LogStream.STDERR),
-        ):
-            assert pipe is not None
+        for pipe, stream in ((task.stdout, LogStream.STDOUT), (task.stderr, LogStream.STDERR)):
             pump = threading.Thread(
                 target=_pump, args=(pipe, writers[stream], writers[LogStream.ALL]), daemon=True
             )
@@ -233,67 +328,40 @@ class Supervisor:
             pumps.append(pump)
         return pumps
 
-    def _watch(self, process: subprocess.Popen[bytes]) -> _Ending:
-        """Wait for the command to end by itself, by a stop request, or by using too much
-        memory (then killed at once, as the kernel's OOM killer would)."""
+    def _watch(self, task: TaskRun) -> _Ending:
+        """Wait for the task to end by itself, by a stop request, or by using too much memory
+        on the host (then killed at once, as the kernel's OOM killer would)."""
         limit = self._record.memory_mb * MIB if self._record.memory_mb else None
-        while process.poll() is None:
+        while task.running():
             if self._stop_signal is not None:
-                self._terminate(process)
+                self._terminate(task)
                 return _Ending.STOPPED
             if self._lifeline_lost():
                 self._note("the node's engine process ended: stopping the task")
-                self._terminate(process)
+                self._terminate(task)
                 return _Ending.LIFELINE_LOST
-            if limit is not None:
-                resident = tree_resident_bytes(os.getpid())
-                if resident > limit:
-                    self._resident_at_kill = resident
-                    self._note(
-                        f"memory {resident // MIB} MB exceeds memoryMB {self._record.memory_mb}: "
-                        "killing the task"
-                    )
-                    self._kill_tree(process)
-                    return _Ending.OUT_OF_MEMORY
-            _reap_orphans(process.pid)
+            resident = task.resident_bytes() if limit is not None else None
+            if limit is not None and resident is not None and resident > limit:
+                self._resident_at_kill = resident
+                self._note(
+                    f"memory {resident // MIB} MB exceeds memoryMB {self._record.memory_mb}: "
+                    "killing the task"
+                )
+                task.kill()
+                return _Ending.OUT_OF_MEMORY
+            task.tick()
             time.sleep(self._config.poll_interval)
         return _Ending.EXITED
 
-    def _terminate(self, process: subprocess.Popen[bytes]) -> None:
-        """SIGTERM the whole tree, then SIGKILL whatever is left after the grace period."""
+    def _terminate(self, task: TaskRun) -> None:
+        """SIGTERM every process of the task, then SIGKILL whatever is left after the grace
+        period."""
         self._note(f"stopping: SIGTERM, SIGKILL after {self._config.stop_grace_seconds:g}s")
-        _signal_tree(process.pid, signal.SIGTERM)
+        task.signal(signal.SIGTERM)
         deadline = time.monotonic() + self._config.stop_grace_seconds
-        while time.monotonic() < deadline:
-            process.poll()
-            _reap_orphans(process.pid)
-            if not _live(_descendants()):
-                break
+        while time.monotonic() < deadline and task.has_processes():
             time.sleep(KILL_RETRY_INTERVAL)
-        self._kill_tree(process)
-
-    def _kill_tree(self, process: subprocess.Popen[bytes] | None) -> None:
-        """SIGKILL every process of the task until none is left, then reap them."""
-        # Once the leader is reaped its pid (the group id) may be reused; the subreaper walk
-        # below still finds every process the task left behind.
-        group = process.pid if process is not None and process.returncode is None else None
-        deadline = time.monotonic() + KILL_TIMEOUT
-        while True:
-            if group is not None:
-                _signal_group(group, signal.SIGKILL)
-            remaining = _live(_descendants())
-            if not remaining:
-                break
-            if time.monotonic() > deadline:
-                pids = sorted(child.pid for child in remaining)
-                self._note(f"processes {pids} outlived SIGKILL for {KILL_TIMEOUT:g}s; left behind")
-                break
-            for child in remaining:
-                _send(child, signal.SIGKILL)
-            time.sleep(KILL_RETRY_INTERVAL)
-        if process is not None:
-            process.wait()
-        _reap_orphans(None)
+        task.kill()
 
     def _stopped_classification(self, status: int | None) -> Classification:
         reason = self._files.kill_reason()
@@ -308,13 +376,17 @@ class Supervisor:
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))
 
     def _mount_failed_classification(self, failed: MountFailed) -> Classification:
-        message = f"the task's storages cannot be mounted: {failed}"
-        self._note(message)
         code = (
             ExitCode.POD_CREATION_TRANSIENT_ERROR
             if failed.transient
             else ExitCode.POD_CREATION_PERMANENT_ERROR
         )
+        return self._start_failed_classification(
+            f"the task's storages cannot be mounted: {failed}", code
+        )
+
+    def _start_failed_classification(self, message: str, code: int) -> Classification:
+        self._note(message)
         return self._spec().for_code(code, diagnostics=(message,))
 
     def _lifeline_lost(self) -> bool:
@@ -331,10 +403,12 @@ class Supervisor:
         )
 
     def _out_of_memory_classification(self, status: int) -> Classification:
-        message = (
-            f"the task used {self._resident_at_kill // MIB} MB of memory, more than its "
-            f"memoryMB of {self._record.memory_mb}, and was killed"
+        used = (
+            f"used {self._resident_at_kill // MIB} MB of memory, more than"
+            if self._resident_at_kill
+            else "needed more memory than"
         )
+        message = f"the task {used} its memoryMB of {self._record.memory_mb}, and was killed"
         output = self._read_log(LogStream.ALL, self._config.classify_tail_bytes)
         return self._spec().for_code(
             ExitCode.USER_CONTAINER_OOM_KILLED,
@@ -363,17 +437,10 @@ class Supervisor:
         self._stop_signal = signum
 
 
-def _exit_status(returncode: int) -> int:
-    """A shell-style exit status: 128 + N for a process killed by signal N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def _feed(fd: int, data: bytes) -> None:
-    try:
-        with open(fd, "wb") as pipe:
-            pipe.write(data)
-    except BrokenPipeError:
-        pass  # bash ended before reading the whole script
+def _failing_script(message: str, code: int) -> bytes:
+    """A script that says `message` on stderr and exits with `code`."""
+    quoted = "'" + message.replace("'", "'\\''") + "'"
+    return f"echo {quoted} >&2\nexit {code}\n".encode()
 
 
 def _pump(pipe: IO[bytes], own: CappedLogWriter, combined: CappedLogWriter) -> None:
@@ -389,55 +456,17 @@ def _become_child_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _descendants() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
-
-
-def _live(processes: Sequence[psutil.Process]) -> list[psutil.Process]:
-    alive = []
-    for process in processes:
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
-def _send(process: psutil.Process, signum: int) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-        process.send_signal(signum)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signum)
-
-
-def _signal_tree(pgid: int, signum: int) -> None:
-    _signal_group(pgid, signum)
-    for process in _descendants():
-        _send(process, signum)
-
-
-def _reap_orphans(keep: int | None) -> None:
-    """Collect exited children other than `keep` (orphans re-parented to this subreaper)."""
-    for child in child_pids(os.getpid()):
-        if child != keep:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(child, os.WNOHANG)
-
-
-def supervise(files: TaskFiles, script: bytes) -> int:
-    """Run the task recorded in `files` with `script`; the process's exit code. The caller
-    (`pai.executors.launcher`) has made this process a session of its own and recorded it."""
+def supervise(files: TaskFiles, script: bytes, secrets: dict[str, Any] | None = None) -> int:
+    """Run the task recorded in `files` with `script` (and `secrets`: registry credentials,
+    SSH keys); the process's exit code. The caller (`pai.executors.launcher`) has made this
+    process a session of its own and recorded it."""
     record = files.launch()
     if record is None:
         print(f"{files.directory}: no launch record", file=sys.stderr)
         return 2
     if record.config.detach:
         _detach(files)
-    return Supervisor(files, record, script).run()
+    return Supervisor(files, record, script, secrets or {}).run()
 
 
 def _detach(files: TaskFiles) -> None:

@@ -4,7 +4,9 @@ Each task attempt owns one directory in the executor's state directory:
 
     launch.json      written by the executor before the supervisor starts (never the script)
     supervisor.json  pid and start time of the supervisor
-    started.json     pid (also its process group id) and start time of the task's command
+    progress.json    what the supervisor is doing before the command starts (pulling an image)
+    started.json     pid and start time of the task's command (its process group leader, or
+                     the first process of its container)
     kill.json        why the controller asked the task to end
     result.json      how the task ended; written last, atomically
 
@@ -20,7 +22,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass, replace
+import time
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,11 +31,13 @@ from typing import Any
 import psutil
 
 from pai.executors.base import KillReason, TaskLaunch, TaskResult
+from pai.executors.isolation import HOST, IsolationPolicy, TaskUser
 from pai.executors.mounts import Mount
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"
 STARTED_FILE = "started.json"
+PROGRESS_FILE = "progress.json"
 KILL_FILE = "kill.json"
 RESULT_FILE = "result.json"
 
@@ -71,6 +76,7 @@ class SupervisorConfig:
     # The supervisor leaves the tree of the process that starts it (Ray kills a worker's children
     # when the worker exits, and a task must outlive the Ray worker that started it).
     detach: bool = False
+    isolation: IsolationPolicy = field(default_factory=IsolationPolicy)
 
     def __post_init__(self) -> None:
         if self.log_cap_bytes < 2:
@@ -83,6 +89,7 @@ class SupervisorConfig:
             **vars(self),
             "inherit_env": list(self.inherit_env),
             "lifeline": self.lifeline.to_dict() if self.lifeline else None,
+            "isolation": self.isolation.to_dict(),
         }
 
     @classmethod
@@ -93,6 +100,7 @@ class SupervisorConfig:
                 **data,
                 "inherit_env": tuple(data["inherit_env"]),
                 "lifeline": ProcessIdentity.from_dict(lifeline) if lifeline else None,
+                "isolation": IsolationPolicy(**data.get("isolation", {})),
             }
         )
 
@@ -119,10 +127,30 @@ class LaunchRecord:
     launched_at: datetime
     config: SupervisorConfig
     mounts: tuple[Mount, ...] = ()
+    cpus: float | None = None
+    shm_mb: int | None = None
+    previous_working_dir: Path | None = None
+    isolation: str = HOST
+    """What separates the task from the node, as the node decided: "host" or "container"."""
+    runtime: str | None = None
+    """The container runtime's executable (containers only)."""
+    container_name: str | None = None
+    container_labels: dict[str, str] = field(default_factory=dict)
+    task_user: TaskUser | None = None
+    """The unprivileged user a host task runs as (None: as PAI's own user)."""
+    hidden_root: str | None = None
+    """For a task user: the folder covered in its view, holding PAI's state."""
 
     @classmethod
-    def of(cls, task: TaskLaunch, config: SupervisorConfig, launched_at: datetime) -> LaunchRecord:
-        """The record of `task`, whose own grace period (if it has one) replaces the config's."""
+    def of(
+        cls,
+        task: TaskLaunch,
+        config: SupervisorConfig,
+        launched_at: datetime,
+        **decided: Any,
+    ) -> LaunchRecord:
+        """The record of `task`, whose own grace period (if it has one) replaces the config's;
+        `decided` holds what the executor chose (isolation, container, task user)."""
         if task.stop_grace_seconds is not None:
             config = replace(config, stop_grace_seconds=task.stop_grace_seconds)
         return cls(
@@ -144,6 +172,10 @@ class LaunchRecord:
             launched_at=launched_at,
             config=config,
             mounts=task.mounts,
+            cpus=task.cpus,
+            shm_mb=task.shm_mb,
+            previous_working_dir=task.previous_working_dir,
+            **decided,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,6 +188,10 @@ class LaunchRecord:
             launched_at=self.launched_at.isoformat(),
             config=self.config.to_dict(),
             mounts=[asdict(mount) for mount in self.mounts],
+            previous_working_dir=str(self.previous_working_dir)
+            if self.previous_working_dir
+            else None,
+            task_user=self.task_user.to_dict() if self.task_user else None,
         )
         return data
 
@@ -171,6 +207,12 @@ class LaunchRecord:
                 "launched_at": datetime.fromisoformat(data["launched_at"]),
                 "config": SupervisorConfig.from_dict(data["config"]),
                 "mounts": tuple(Mount(**mount) for mount in data.get("mounts", ())),
+                "previous_working_dir": Path(data["previous_working_dir"])
+                if data.get("previous_working_dir")
+                else None,
+                "task_user": TaskUser.from_dict(data["task_user"])
+                if data.get("task_user")
+                else None,
             }
         )
 
@@ -248,21 +290,40 @@ class ProcessIdentity:
 
 @dataclass(frozen=True)
 class StartedCommand:
-    """The task's command once running: its process (the leader of its own process group)."""
+    """The task's command once running: its process (on the host, the leader of its own
+    process group; in a container, the container's first process)."""
 
     identity: ProcessIdentity
     started_at: datetime
+    container: str | None = None
 
     @property
     def pgid(self) -> int:
         return self.identity.pid
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.identity.to_dict(), "started_at": self.started_at.isoformat()}
+        return {
+            **self.identity.to_dict(),
+            "started_at": self.started_at.isoformat(),
+            "container": self.container,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StartedCommand:
-        return cls(ProcessIdentity.from_dict(data), datetime.fromisoformat(data["started_at"]))
+        return cls(
+            ProcessIdentity.from_dict(data),
+            datetime.fromisoformat(data["started_at"]),
+            data.get("container"),
+        )
+
+
+@dataclass(frozen=True)
+class Exited:
+    """How a task's command ended: its shell-style status, and whether the kernel killed it
+    for exceeding its memory limit."""
+
+    status: int
+    oom_killed: bool = False
 
 
 class TaskFiles:
@@ -301,6 +362,16 @@ class TaskFiles:
 
     def write_started(self, started: StartedCommand) -> None:
         write_json_atomic(self.path(STARTED_FILE), started.to_dict(), durable=False)
+
+    def progress(self) -> tuple[float, str] | None:
+        """What the supervisor said it is doing before the command starts, with when."""
+        data = read_json(self.path(PROGRESS_FILE))
+        return (float(data["at"]), str(data["message"])) if data else None
+
+    def write_progress(self, message: str) -> None:
+        write_json_atomic(
+            self.path(PROGRESS_FILE), {"at": time.time(), "message": message}, durable=False
+        )
 
     def kill_reason(self) -> KillReason | None:
         data = read_json(self.path(KILL_FILE))

@@ -341,15 +341,43 @@ class Controller:
     # -- executor events --------------------------------------------------------------------------
 
     def _on_executor_event(self, event: TaskEvent, now: float) -> None:
+        if event.kind is TaskEventKind.PREPARING:
+            self._on_preparing(event)
+            return
         self._starting.discard(event.key)
         if event.kind is TaskEventKind.STARTED:
             found = self._task_of(event.key)
             if found is not None:
                 job, task = found
-                attempt = job.machine.tasks[task].current.attempt_id
-                self._handle(job, fw.on_task_running(job.machine, task, attempt, now), now)
+                current = job.machine.tasks[task].current
+                if current.placement is not None:
+                    current.placement.pop("preparing", None)
+                if job.wait_reason is not None and job.wait_reason.kind is WaitKind.PREPARING:
+                    job.wait_reason = None
+                self._handle(
+                    job, fw.on_task_running(job.machine, task, current.attempt_id, now), now
+                )
         elif event.result is not None:
             self._on_exit(event.key, event.result.classification, now)
+
+    def _on_preparing(self, event: TaskEvent) -> None:
+        """A launched task waits for its node (an image being pulled): the task and, while the
+        job waits, the job say what for."""
+        found = self._task_of(event.key)
+        if found is None:
+            return
+        job, task = found
+        current = job.machine.tasks[task].current
+        if current.placement is None or current.placement.get("preparing") == event.message:
+            return
+        current.placement["preparing"] = event.message
+        role, index = task
+        job.wait_reason = WaitReason(
+            WaitKind.PREPARING,
+            f"task {role}-{index}: {event.message}",
+            {"role": role, "index": index},
+        )
+        self._changed[job.id] = job
 
     def _on_exit(self, key: str, classification: Classification, now: float) -> None:
         found = self._task_of(key)
@@ -497,7 +525,7 @@ class Controller:
         self, job: ActiveJob, group: GroupRequest, placement: Placement, now: float
     ) -> None:
         try:
-            placed = assign_ports(job, placement.pods, self._ports, self.executor.isolation)
+            placed = assign_ports(job, placement.pods, self._ports, self.executor.isolation_on)
         except PortsExhaustedError as exhausted:
             self.scheduler.release(group.name)
             self._owners.pop(group.name, None)

@@ -35,6 +35,7 @@ from pai.protocol import (
     ProtocolError,
     field_problem,
     parse_submitted_job,
+    registry_passwords_as_secrets,
     rendered_job_dict,
     runtime_plugins_for_role,
 )
@@ -88,7 +89,7 @@ def prepare_job(
         submitted = parse_submitted_job(text)
     except ProtocolError as invalid:
         raise InvalidProtocolError(invalid.summary(), problems=_listed(invalid.problems)) from None
-    spec = submitted.spec
+    spec = registry_passwords_as_secrets(submitted.spec)
     vc = spec.virtual_cluster
     if vc not in cluster.virtual_clusters:
         known = ", ".join(sorted(cluster.virtual_clusters))

@@ -7,20 +7,27 @@ from pathlib import Path
 from typing import Any
 
 from pai.executors.base import TaskLaunch
+from pai.executors.images import RegistryAuth
+from pai.executors.isolation import CONTAINER
 from pai.orchestrator import framework as fw
 from pai.orchestrator.active import ActiveJob, task_key
+from pai.protocol import substitute_secrets
 from pai.runtime.env import JobIdentity, TaskPlacement, build_task_env, roles_from_spec
 from pai.runtime.interactive import TaskAccess
-from pai.runtime.plugins import task_script_for_role
+from pai.runtime.plugins import ssh_server_for_role, task_script_for_role
 from pai.runtime.ports import PortAllocator
 from pai.scheduler.types import PodPlacement
 
 
 def assign_ports(
-    job: ActiveJob, pods: tuple[PodPlacement, ...], ports: PortAllocator, isolation: str
+    job: ActiveJob,
+    pods: tuple[PodPlacement, ...],
+    ports: PortAllocator,
+    isolation_on: Callable[[str], str],
 ) -> dict[fw.TaskKey, dict[str, Any]]:
     """Hold ports for each placed pod and describe where and how its task runs (kept with the
-    attempt): node, address, GPUs, ports, the image asked for and what isolates the task.
+    attempt): node, address, GPUs, ports, the image asked for and what isolates the task on
+    its node (`isolation_on(node)`).
 
     All or nothing: if one task's ports run out, the ports of the others are given back.
     """
@@ -39,7 +46,7 @@ def assign_ports(
                 "leaves": list(pod.leaf_indices),
                 "ports": held,
                 "dockerImage": _image_uri(job, pod.role),
-                "isolation": isolation,
+                "isolation": isolation_on(pod.node),
             }
     except Exception:
         for where in placed.values():
@@ -86,6 +93,7 @@ def build_launch(
         else str(attempt_dir(previous["node"], job.framework_name, previous["key"]) / "work")
     )
     role = job.spec.task_roles[task[0]]
+    in_container = where.get("isolation") == CONTAINER
     env = build_task_env(
         identity,
         roles_from_spec(job.spec),
@@ -97,6 +105,7 @@ def build_launch(
         previous_working_dir=previous_working_dir,
     )
     spec = job.spec.model_copy(update={"secrets": dict(secrets)})
+    resources = role.resource_per_instance
     return TaskLaunch(
         key=where["key"],
         job=job.framework_name,
@@ -106,15 +115,21 @@ def build_launch(
         task_attempt=machine.tasks[task].current.attempt_id,
         node=where["node"],
         address=where["address"],
-        script=task_script_for_role(spec, task[0], access),
+        script=task_script_for_role(spec, task[0], access, in_container=in_container),
         env=env,
         working_dir=working_dir,
         log_dir=directory / "logs",
-        memory_mb=role.resource_per_instance.memory_mb,
+        memory_mb=resources.memory_mb,
         gpus=tuple(where["gpus"]),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
         docker_image=_image_uri(job, task[0]),
         stop_grace_seconds=job.spec.extras.pod_graceful_deletion_timeout_sec,
+        cpus=resources.cpu or None,
+        shm_mb=role.extra_container_options.shm_mb,
+        previous_working_dir=Path(previous_working_dir) if previous_working_dir else None,
+        isolation=where.get("isolation"),
+        image_auth=_image_auth(job, task[0], secrets) if in_container else None,
+        ssh_server=ssh_server_for_role(spec, task[0], access) if in_container else None,
     )
 
 
@@ -147,6 +162,19 @@ def _task_placement(where: Mapping[str, Any] | None) -> TaskPlacement:
 def _uses_gpus(job: ActiveJob, role: str) -> bool:
     """Leaf cells are GPUs only for roles that ask for GPUs (on CPU SKUs they are CPU slots)."""
     return job.spec.task_roles[role].resource_per_instance.gpu > 0
+
+
+def _image_auth(job: ActiveJob, role: str, secrets: Mapping[str, Any]) -> RegistryAuth | None:
+    """The credentials of the role's image, its secret references resolved."""
+    image = job.spec.prerequisite("dockerimage", job.spec.task_roles[role].docker_image)
+    auth = getattr(image, "auth", None)
+    if auth is None or not (auth.username or auth.password):
+        return None
+    return RegistryAuth(
+        username=substitute_secrets(auth.username or "", secrets),
+        password=substitute_secrets(auth.password or "", secrets),
+        registry=auth.registryuri or "",
+    )
 
 
 def _image_uri(job: ActiveJob, role: str) -> str | None:

@@ -17,7 +17,12 @@ from pai.protocol.extras import (
     StorageRef,
 )
 from pai.protocol.job import Defaults, Deployment, DeploymentRole, JobSpec
-from pai.protocol.masking import SECRET_MASK, masked_job_dict, masked_job_text
+from pai.protocol.masking import (
+    SECRET_MASK,
+    masked_job_dict,
+    masked_job_text,
+    registry_passwords_as_secrets,
+)
 from pai.protocol.names import kubernetes_name
 from pai.protocol.parser import SubmittedJob, field_problem, parse_job, parse_submitted_job
 from pai.protocol.plugins import runtime_plugins_for_role
@@ -78,6 +83,7 @@ __all__ = [
     "masked_job_text",
     "parse_job",
     "parse_submitted_job",
+    "registry_passwords_as_secrets",
     "render_commands",
     "render_text",
     "rendered_job_dict",

@@ -9,6 +9,7 @@ as fresh YAML instead, so a secret never survives either way.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -32,6 +33,29 @@ def holds_clear_secret(password: Any) -> bool:
         and _SECRET_REFERENCE.search(password) is not None
         and not _SECRET_REFERENCE.sub("", password).strip()
     )
+
+
+def registry_passwords_as_secrets(spec: JobSpec) -> JobSpec:
+    """The job with every registry password written in clear moved into its secrets (as
+    `docker_password_<n>`, referenced from where it was), as OpenPAI's portal does: stored
+    sealed with the other secrets, it is still there when the task's image is pulled."""
+    secrets = dict(spec.secrets)
+    prerequisites = list(spec.prerequisites)
+    for position, prerequisite in enumerate(prerequisites):
+        auth = getattr(prerequisite, "auth", None)
+        if auth is None or not auth.password or not holds_clear_secret(auth.password):
+            continue
+        name = next(
+            f"docker_password_{number}"
+            for number in itertools.count()
+            if f"docker_password_{number}" not in secrets
+        )
+        secrets[name] = auth.password
+        reference = auth.model_copy(update={"password": f"<% $secrets.{name} %>"})
+        prerequisites[position] = prerequisite.model_copy(update={"auth": reference})
+    if secrets == spec.secrets:
+        return spec
+    return spec.model_copy(update={"secrets": secrets, "prerequisites": prerequisites})
 
 
 def masked_job_dict(spec: JobSpec) -> dict[str, Any]:

@@ -80,9 +80,9 @@ def check_ssh_parameters(parameters: Mapping[str, Any], where: str) -> SshSettin
     return SshSettings(jobssh, minutes * 60 if barrier else None, user_key)
 
 
-def ssh_commands(settings: SshSettings, access: TaskAccess) -> list[str]:
-    """Start the task's SSH server with its keys (on standard input) and wait until it
-    listens, then for the barrier if asked."""
+def ssh_server_keys(settings: SshSettings, access: TaskAccess) -> dict[str, Any]:
+    """What the task's SSH server is given (on its standard input): its host key, the keys it
+    lets in, and with `jobssh` the job's key, for ssh to the job's other tasks."""
     authorized = [*access.user_keys]
     if settings.user_key:
         authorized.append(settings.user_key)
@@ -94,14 +94,29 @@ def ssh_commands(settings: SshSettings, access: TaskAccess) -> list[str]:
     if settings.jobssh:
         keys["jobKey"] = access.keys.job.private
         authorized.append(access.keys.job.public)
-    python = shlex.quote(sys.executable)
-    commands = [
+    return keys
+
+
+def ssh_commands(settings: SshSettings, access: TaskAccess, *, in_container: bool) -> list[str]:
+    """Start the task's SSH server with its keys (on standard input) and wait until it
+    listens, then for the barrier if asked. In a container, the supervisor has done both on
+    the node before the script starts (the image need not have Python): the script only
+    finds the job's ssh client settings and takes the job's key away when it ends."""
+    setup = [
         f"pai_ssh_dir={SSH_DIR}",
-        'mkdir -p -m 700 "$pai_ssh_dir"',
-        'rm -f "$pai_ssh_dir/ready"',
         # the job's private key leaves with the task
         "trap 'rm -rf \"$pai_ssh_dir\"' EXIT",
         'export PATH="$pai_ssh_dir/bin:$PATH"',
+    ]
+    if in_container:
+        return setup
+    keys = ssh_server_keys(settings, access)
+    python = shlex.quote(sys.executable)
+    commands = [
+        setup[0],
+        'mkdir -p -m 700 "$pai_ssh_dir"',
+        'rm -f "$pai_ssh_dir/ready"',
+        *setup[1:],
         f'{python} -m pai.runtime.sshd "$pai_ssh_dir" >"$pai_ssh_dir/sshd.log" 2>&1 '
         f"<<'PAI_SSH_KEYS' &\n{json.dumps(keys)}\nPAI_SSH_KEYS",
         "pai_sshd_pid=$!",
@@ -137,8 +152,10 @@ def check_tensorboard_parameters(
     return spec, port
 
 
-def tensorboard_commands(logdir_spec: str, port: int | None) -> list[str]:
-    python = shlex.quote(sys.executable)
+def tensorboard_commands(logdir_spec: str, port: int | None, *, in_container: bool) -> list[str]:
+    """TensorBoard with the node's Python on the host; in a container, the image's (which
+    must have TensorBoard, as OpenPAI's plugin required)."""
+    python = "python3" if in_container else shlex.quote(sys.executable)
     chosen = (
         str(port)
         if port is not None

@@ -17,6 +17,7 @@ the executor and is never stored.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,10 +34,12 @@ from pai.protocol import (
 from pai.protocol.prerequisites import FailurePolicy
 from pai.runtime.interactive import (
     InteractivePluginError,
+    SshSettings,
     TaskAccess,
     check_ssh_parameters,
     check_tensorboard_parameters,
     ssh_commands,
+    ssh_server_keys,
     tensorboard_commands,
 )
 
@@ -103,23 +106,35 @@ def git_plugin(parameters: Mapping[str, Any], where: str) -> PluginCommands:
 
 
 def ssh_plugin(
-    parameters: Mapping[str, Any], where: str, access: TaskAccess | None = None
+    parameters: Mapping[str, Any],
+    where: str,
+    access: TaskAccess | None = None,
+    *,
+    in_container: bool = False,
 ) -> PluginCommands:
     """The task's SSH server; without `access` (checking a submission) only the parameters."""
-    try:
-        settings = check_ssh_parameters(parameters, where)
-    except InteractivePluginError as exc:
-        raise PluginError(str(exc)) from None
-    return PluginCommands(tuple(ssh_commands(settings, access)) if access else ())
+    settings = _ssh_settings(parameters, where)
+    if access is None:
+        return PluginCommands()
+    return PluginCommands(tuple(ssh_commands(settings, access, in_container=in_container)))
 
 
-def tensorboard_plugin(parameters: Mapping[str, Any], where: str) -> PluginCommands:
+def tensorboard_plugin(
+    parameters: Mapping[str, Any], where: str, *, in_container: bool = False
+) -> PluginCommands:
     """TensorBoard in the background, reachable through the task's proxy path."""
     try:
         logdir_spec, port = check_tensorboard_parameters(parameters, where)
     except InteractivePluginError as exc:
         raise PluginError(str(exc)) from None
-    return PluginCommands(tuple(tensorboard_commands(logdir_spec, port)))
+    return PluginCommands(tuple(tensorboard_commands(logdir_spec, port, in_container=in_container)))
+
+
+def _ssh_settings(parameters: Mapping[str, Any], where: str) -> SshSettings:
+    try:
+        return check_ssh_parameters(parameters, where)
+    except InteractivePluginError as exc:
+        raise PluginError(str(exc)) from None
 
 
 PluginBuilder = Callable[[Mapping[str, Any], str], PluginCommands]
@@ -132,12 +147,34 @@ PLUGINS: Mapping[str, PluginBuilder] = {
 }
 
 
-def task_script_for_role(spec: JobSpec, role: str, access: TaskAccess | None = None) -> str:
+def task_script_for_role(
+    spec: JobSpec, role: str, access: TaskAccess | None = None, *, in_container: bool = False
+) -> str:
     """The script a task of `role` runs, built when it is launched (it holds the secrets and,
-    for an ssh-enabled job, the keys in `access`)."""
+    for an ssh-enabled job on the host, the keys in `access`)."""
     return build_task_script(
-        render_commands(spec, role), runtime_plugins_for_role(spec, role), spec.secrets, access
+        render_commands(spec, role),
+        runtime_plugins_for_role(spec, role),
+        spec.secrets,
+        access,
+        in_container=in_container,
     )
+
+
+def ssh_server_for_role(spec: JobSpec, role: str, access: TaskAccess | None) -> str | None:
+    """For a task of `role` in a container: what its SSH server on the node is given (keys,
+    barrier), as JSON; None when the role has no `ssh` plugin."""
+    for number, config in enumerate(runtime_plugins_for_role(spec, role), start=1):
+        if config.plugin != "ssh" or access is None:
+            continue
+        where = f"runtime plugin #{number} (ssh).parameters"
+        settings = _ssh_settings(_substitute(config.parameters, spec.secrets), where)
+        request = {
+            "keys": ssh_server_keys(settings, access),
+            "barrier_seconds": settings.barrier_seconds,
+        }
+        return json.dumps(request)
+    return None
 
 
 def build_task_script(
@@ -145,15 +182,22 @@ def build_task_script(
     plugins: Sequence[RuntimePlugin],
     secrets: Mapping[str, Any] | None = None,
     access: TaskAccess | None = None,
+    *,
+    in_container: bool = False,
 ) -> str:
     """The bash script of one task: plugins around the role's rendered commands, secrets in.
 
     `commands` are the role's commands as rendered at submission (`pai.protocol.render_commands`)
     and `plugins` the role's runtime plugins (`pai.protocol.runtime_plugins_for_role`); `access`
-    says who the `ssh` plugin lets in (None only to check a job's plugins).
+    says who the `ssh` plugin lets in (None only to check a job's plugins); `in_container`,
+    whether the script runs in the task's image (then tools of the node are not at hand).
     """
     secrets = secrets or {}
-    builders: dict[str, PluginBuilder] = {**PLUGINS, "ssh": partial(ssh_plugin, access=access)}
+    builders: dict[str, PluginBuilder] = {
+        **PLUGINS,
+        "ssh": partial(ssh_plugin, access=access, in_container=in_container),
+        "tensorboard": partial(tensorboard_plugin, in_container=in_container),
+    }
     sections = [
         "# Task script generated by PAI: runtime plugins' pre-commands, the task role's",
         "# commands, then (if they succeeded) the plugins' post-commands.",

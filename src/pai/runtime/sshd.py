@@ -6,6 +6,11 @@ variables and its GPUs. It listens on the task's `ssh` port at the task's host a
 only the keys it is given (public-key authentication, nothing else). Machines need no sshd: the
 server is asyncssh's.
 
+For a task in a container (`python -m pai.runtime.sshd DIR --container RUNTIME NAME`), the
+task's supervisor starts it on the node instead, and every session runs in the container through
+the runtime's `exec`, with the container's environment and working directory: the image needs
+neither an SSH server nor Python.
+
 It reads its keys as JSON on standard input (`hostKey`, `authorizedKeys`, and `jobKey` with
 `jobssh`), so no key is ever on a command line. With a job key it writes, under DIR (mode 0700),
 what an OpenSSH client needs to reach the job's other tasks by name (`ssh worker-1`): the key, a
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import pty
@@ -26,6 +32,7 @@ import struct
 import sys
 import termios
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +52,39 @@ def peers(env: Mapping[str, str]) -> Iterator[tuple[str, str, int]]:
                 yield f"{role}-{index}", address, int(port)
 
 
-def write_client_files(directory: Path, job_key: str, host_public: str) -> None:
-    """The job key, known hosts and config with which `ssh <role>-<index>` reaches a peer."""
+@dataclass(frozen=True)
+class Container:
+    """Where sessions run when the task is in a container: the runtime and the container."""
+
+    runtime: str
+    name: str
+    working_dir: str
+
+    def argv(self, command: list[str], *, terminal: str | None) -> list[str]:
+        """`command` run in the container, on a terminal of its own when `terminal` names one."""
+        options = ["--interactive", "--workdir", self.working_dir]
+        if terminal:
+            options += ["--tty", "--env", f"TERM={terminal}"]
+        return [self.runtime, "exec", *options, self.name, *command]
+
+
+IN_CONTAINER_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash "$@"; fi; exec sh "$@"'
+"""Runs the container's bash (else sh) with the arguments it is given."""
+IN_CONTAINER_SSH = (
+    "#!/bin/sh\n"
+    "for client in /usr/bin/ssh /usr/local/bin/ssh /bin/ssh; do\n"
+    '  [ -x "$client" ] && exec "$client" -F "{config}" "$@"\n'
+    "done\n"
+    'echo "ssh: the task\'s image has no ssh client" >&2\n'
+    "exit 127\n"
+)
+
+
+def write_client_files(
+    directory: Path, job_key: str, host_public: str, *, in_container: bool = False
+) -> None:
+    """The job key, known hosts and config with which `ssh <role>-<index>` reaches a peer
+    (in a container, with the image's ssh client)."""
     key_file = directory / JOB_KEY_FILE
     known_hosts = directory / "known_hosts"
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or "pai"
@@ -67,14 +105,18 @@ def write_client_files(directory: Path, job_key: str, host_public: str) -> None:
     _write_private(key_file, job_key)
     _write_private(known_hosts, "\n".join(host_lines) + "\n")
     _write_private(directory / "config", "\n".join(config_lines))
-    client = shutil.which("ssh")
-    if client is None:
-        print("[pai] no ssh client on this machine: tasks reach each other only by IP", flush=True)
-        return
+    config = directory / "config"
+    if in_container:
+        script = IN_CONTAINER_SSH.format(config=config)
+    else:
+        client = shutil.which("ssh")
+        if client is None:
+            print("[pai] no ssh client on this machine: tasks reach each other only by IP")
+            return
+        script = f'#!/bin/sh\nexec {client} -F "{config}" "$@"\n'
     wrapper = directory / "bin" / "ssh"
     wrapper.parent.mkdir(mode=0o700, exist_ok=True)
-    config = directory / "config"
-    wrapper.write_text(f'#!/bin/sh\nexec {client} -F "{config}" "$@"\n')
+    wrapper.write_text(script)
     wrapper.chmod(0o700)
 
 
@@ -84,13 +126,20 @@ def _write_private(path: Path, text: str) -> None:
         file.write(text)
 
 
-async def run_session(process: asyncssh.SSHServerProcess[bytes]) -> None:
-    """A shell, or the one command the client asked for, in the task's environment."""
-    shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
+async def run_session(
+    process: asyncssh.SSHServerProcess[bytes], container: Container | None = None
+) -> None:
+    """A shell, or the one command the client asked for, in the task's environment (in its
+    container, when it has one)."""
     command = process.command
-    argv = [shell, "-c", command] if command is not None else [shell, "-i"]
-    env = dict(os.environ)
+    arguments = ["-c", command] if command is not None else ["-i"]
     terminal = process.term_type
+    if container is not None:
+        shell = ["/bin/sh", "-c", IN_CONTAINER_SHELL, "sh"]
+        argv = container.argv([*shell, *arguments], terminal=terminal)
+    else:
+        argv = [os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh", *arguments]
+    env = dict(os.environ)
     if terminal:
         env["TERM"] = terminal
         status = await _run_in_terminal(process, argv, env)
@@ -174,7 +223,9 @@ def _resize(descriptor: int, size: tuple[int, int, int, int]) -> None:
         fcntl.ioctl(descriptor, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
 
 
-async def serve(directory: Path, keys: Mapping[str, Any]) -> None:
+async def serve(
+    directory: Path, keys: Mapping[str, Any], container: Container | None = None
+) -> None:
     address = os.environ["PAI_CONTAINER_HOST_IP"]
     port = int(os.environ["PAI_CONTAINER_SSH_PORT"])
     lines = "\n".join(keys["authorizedKeys"])
@@ -186,7 +237,7 @@ async def serve(directory: Path, keys: Mapping[str, Any]) -> None:
         port,
         server_host_keys=[asyncssh.import_private_key(keys["hostKey"])],
         authorized_client_keys=authorized,
-        process_factory=run_session,
+        process_factory=functools.partial(run_session, container=container),
         encoding=None,
         password_auth=False,
         kbdint_auth=False,
@@ -202,14 +253,20 @@ async def serve(directory: Path, keys: Mapping[str, Any]) -> None:
 
 
 def main() -> None:
-    directory = Path(sys.argv[1])
+    arguments = sys.argv[1:]
+    directory = Path(arguments[0])
+    container = None
+    if arguments[1:2] == ["--container"]:
+        container = Container(arguments[2], arguments[3], os.environ["PAI_WORK_DIR"])
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     (directory / READY_FILE).unlink(missing_ok=True)
     keys = json.loads(sys.stdin.read())
     job_key = keys.get("jobKey")
     if job_key:
-        write_client_files(directory, job_key, keys["hostPublicKey"])
-    asyncio.run(serve(directory, keys))
+        write_client_files(
+            directory, job_key, keys["hostPublicKey"], in_container=container is not None
+        )
+    asyncio.run(serve(directory, keys, container))
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ class WaitKind(StrEnum):
     BAD_NODES = "bad_nodes"  # the only cells that would fit are on unhealthy nodes
     OPPORTUNISTIC_CAPACITY = "opportunistic_capacity"  # not enough idle cells in the cluster
     UNSCHEDULABLE = "unschedulable"  # can never fit as asked (fix the request or the cluster)
+    PREPARING = "preparing"  # placed; its node prepares a task (pulls its image)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,10 @@ class TaskStatus(ApiModel):
     attempt_state: str | None = None
     docker_image: str | None = None
     isolation: str | None = None
-    """"host" when the task ran directly on its node (the image only recorded)."""
+    """"host" when the task ran directly on its node (the image only recorded), "container"
+    when it ran in its image."""
+    preparing: str | None = None
+    """What the task's node does before its command starts (an image being pulled)."""
 
     @property
     def gpus(self) -> list[int]:

@@ -155,6 +155,11 @@ class TaskStatusInfo(BaseModel):
         description='PAI: "host" when the task ran directly on its node (the image is only '
         'recorded), "container" when it ran in the image.',
     )
+    preparing: str | None = Field(
+        default=None,
+        description="PAI: what the task's node does before its command starts, such as "
+        '"pulling image X: 12.0 of 104.3 MiB"; null once it runs.',
+    )
 
 
 class TaskRoleName(BaseModel):

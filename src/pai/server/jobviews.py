@@ -436,6 +436,7 @@ class JobView:
             currentAttemptCompletedTime=completed,
             dockerImage=where.get("dockerImage") if where else None,
             isolation=where.get("isolation") if where else None,
+            preparing=where.get("preparing") if where else None,
         )
 
     def _task_attempt_info(

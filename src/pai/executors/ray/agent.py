@@ -71,6 +71,10 @@ class AgentInfo:
     """New each time the actor starts: a new one means it restarted and lost what it held."""
     version: str
     root: str
+    isolation: str
+    """What separates tasks from this node ("container" or "host"), as it decided."""
+    problem: str | None = None
+    """Why the node takes no tasks (containers required, and it has no runtime)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,15 @@ class NodeAgent:
         self._readers: dict[str, dict[LogStream, LogReader]] = {}
 
     def info(self) -> AgentInfo:
-        return AgentInfo(self._node, self._incarnation, __version__, str(self._root))
+        isolation = self._executor.node_isolation
+        return AgentInfo(
+            self._node,
+            self._incarnation,
+            __version__,
+            str(self._root),
+            isolation.mode,
+            isolation.problem,
+        )
 
     def set_exit_spec(self, text: str | None) -> None:
         """The administrator's additions to the exit spec, used by the tasks started after."""
@@ -191,7 +203,7 @@ class NodeAgent:
         """A task's start, then its output, then its end."""
         events = self._executor.events()
         for event in events:
-            if event.kind is TaskEventKind.STARTED:
+            if event.kind is not TaskEventKind.FINISHED:
                 self._number(event)
         ended = {event.key for event in events if event.kind is TaskEventKind.FINISHED}
         for key in list(self._readers):

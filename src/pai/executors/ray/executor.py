@@ -41,10 +41,10 @@ from pai.executors.base import (
     UnknownTaskError,
     check_task_key,
 )
+from pai.executors.isolation import HOST
 from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
 from pai.executors.ray.mirror import LogMirror
 from pai.executors.ray.nodes import RayNode, match_nodes
-from pai.executors.supervisor import ISOLATION
 from pai.executors.taskfiles import SupervisorConfig, utc_now
 from pai.executors.usage import Usage
 from pai.runtime.classification import ExitCode
@@ -112,6 +112,7 @@ class _Link:
     next_poll: float = 0.0
     exit_spec_sent: tuple[str | None] | None = None  # (text,) once sent to this agent
     problem: str | None = None  # why a live, large enough node still cannot be used
+    isolation: str = HOST  # what separates tasks from the node, as its agent decided
     retry_at: float | None = None  # when to try reaching the agent again
 
     def usable_state(self) -> NodeState:
@@ -168,8 +169,6 @@ class _Calls:
 class RayExecutor:
     """The `Executor` of the Ray engine (see the module docstring). `connect()` first."""
 
-    isolation = ISOLATION
-
     def __init__(
         self,
         cluster: ClusterConfig,
@@ -212,6 +211,11 @@ class RayExecutor:
 
     def attempt_dir(self, node: str, job: str, key: str) -> Path:
         return self._node_dir / node / "jobs" / job / check_task_key(key)
+
+    def isolation_on(self, node: str) -> str:
+        with self._lock:
+            link = self._links.get(node)
+            return link.isolation if link is not None else HOST
 
     def node_states(self) -> Mapping[str, NodeState]:
         with self._lock:
@@ -392,6 +396,11 @@ class RayExecutor:
             )
             log.warning("%s", link.problem)
             return
+        if answer.problem is not None:
+            link.problem = f"node {link.node}: {answer.problem}"
+            log.warning("%s", link.problem)
+            return
+        link.isolation = answer.isolation
         link.incarnation = answer.incarnation
         resume = {
             key: self._mirror.resume_points(key)
@@ -499,7 +508,9 @@ class RayExecutor:
         attempt = self._live.get(event.key)
         if attempt is None:
             return
-        if event.kind is TaskEventKind.STARTED:
+        if event.kind is TaskEventKind.PREPARING:
+            self._events.append(event)
+        elif event.kind is TaskEventKind.STARTED:
             self._report_started(event.key, event.at)
         elif event.result is not None:
             self._report_finished(event.key, event.result)
@@ -542,7 +553,8 @@ class RayExecutor:
         now = utc_now()
         note = f"{now.isoformat(timespec='milliseconds')} [pai] {message}\n"
         self._mirror.append(key, LogStream.RUNTIME, note.encode())
-        self._report_finished(key, TaskResult(classification, attempt.started_at, now, ISOLATION))
+        isolation = self.isolation_on(attempt.node)
+        self._report_finished(key, TaskResult(classification, attempt.started_at, now, isolation))
 
     def _send_exit_spec(self, link: _Link) -> None:
         """Nodes classify exits with the administrator's rules too: send them when changed."""

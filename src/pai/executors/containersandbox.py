@@ -1,0 +1,289 @@
+"""A container runtime of its own, with its own images and a private registry on 127.0.0.1, for
+tests, benchmarks and trying container tasks on a machine that reaches no outside registry.
+
+It writes the runtime's configuration files into its root and hands out the variables that
+point podman at them (`env`): its own image store, a registry on 127.0.0.1 that asks for a
+password (Debian's `docker-registry`, with an htpasswd file), and runtime settings that work
+where systemd does not run containers (`runc` and the `cgroupfs` cgroup manager, the file
+events log) and where the runtime may not raise resource limits (ulimits at or below this
+process's hard limits). Images are made from a root file system: busybox from Debian's
+`busybox-static`, or a minimal Debian with Python 3 made by `debootstrap` (`debian_python`).
+
+    with ContainerSandbox(Path("/tmp/sandbox")) as sandbox:
+        image = sandbox.busybox("pai-test/busybox:1")   # in the registry, with a password
+        ...  # a PAI started with `sandbox.env` runs tasks from `image`
+
+`close()` removes every container and image it made, the registry, and its root.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import resource
+import secrets
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+REGISTRY_USER = "pai"
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+PYTHON_PACKAGES = ("python3",)
+REGISTRY_WAIT = 30.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """The machine lacks what the sandbox needs; the message says what to install."""
+
+
+def missing_tools() -> list[str]:
+    """The Debian packages the sandbox needs that this machine lacks."""
+    needed = {
+        "podman": "podman",
+        "docker-registry": "docker-registry",
+        "busybox": "busybox-static",
+        "htpasswd": "apache2-utils",
+    }
+    return [package for tool, package in needed.items() if shutil.which(tool) is None]
+
+
+class ContainerSandbox:
+    """See the module docstring. `start()` (or `with`) builds it, `close()` takes it down."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.password = secrets.token_urlsafe(16)
+        self._port = 0
+        self._registry: subprocess.Popen[bytes] | None = None
+
+    @property
+    def registry(self) -> str:
+        """The registry's `HOST:PORT`, the first part of its images' names."""
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What points podman (and a PAI that starts it) at this sandbox."""
+        return {
+            "CONTAINERS_CONF": str(self.root / "containers.conf"),
+            "CONTAINERS_STORAGE_CONF": str(self.root / "storage.conf"),
+            "CONTAINERS_REGISTRIES_CONF": str(self.root / "registries.conf"),
+        }
+
+    def __enter__(self) -> ContainerSandbox:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def start(self) -> None:
+        missing = missing_tools()
+        if missing:
+            raise SandboxUnavailable(f"install {', '.join(missing)} (apt-get install)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._port = _free_port()
+        self._write_configuration()
+        self._start_registry()
+
+    def close(self) -> None:
+        """Take everything down; safe to call more than once and after a failed start."""
+        if self._registry is not None:
+            self._registry.kill()
+            self._registry.wait()
+            self._registry = None
+        if (self.root / "storage.conf").exists():
+            self.podman("rm", "--all", "--force", "--time", "0", check=False)
+            self.podman("system", "reset", "--force", check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- images -----------------------------------------------------------------------------------
+
+    def busybox(self, name: str) -> str:
+        """An image of busybox (a shell and the usual tools, no Python) pushed to the registry
+        as `name`; its full name."""
+        rootfs = self.root / "rootfs-busybox"
+        if not rootfs.exists():
+            (rootfs / "bin").mkdir(parents=True)
+            for folder in ("etc", "tmp", "root", "proc", "sys", "dev", "usr/bin", "sbin"):
+                (rootfs / folder).mkdir(parents=True, exist_ok=True)
+            (rootfs / "tmp").chmod(0o1777)
+            busybox = rootfs / "bin" / "busybox"
+            shutil.copy2(_which("busybox"), busybox)
+            subprocess.run([str(busybox), "--install", "-s", str(rootfs / "bin")], check=False)
+            _relink_applets(rootfs / "bin")
+            (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+            (rootfs / "etc" / "group").write_text("root:x:0:\n")
+        return self.image_from(rootfs, name)
+
+    def image_from(self, rootfs: Path | str, name: str) -> str:
+        """An image of the root file system `rootfs` (a folder or a tar file) pushed to the
+        registry as `name`; its full name. The local copy is removed: the first task that
+        needs the image pulls it, with the password."""
+        local = f"localhost/{name}"
+        if Path(rootfs).is_dir():
+            archive = self.root / f"{name.replace('/', '_').replace(':', '_')}.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.add(rootfs, arcname=".")
+        else:
+            archive = Path(rootfs)
+        self.podman("import", str(archive), local)
+        full = f"{self.registry}/{name}"
+        self.push(local, full)
+        self.podman("rmi", "--force", local)
+        return full
+
+    def push(self, local: str, full: str) -> None:
+        self.podman("push", "--authfile", str(self.auth_file()), local, full)
+
+    def remove_image(self, full: str) -> None:
+        """Remove an image from this machine's store (the registry keeps it)."""
+        self.podman("rmi", "--force", "--ignore", full, check=False)
+
+    def auth_file(self, password: str | None = None) -> Path:
+        """A credentials file for the registry (with another password, to be refused)."""
+        password = self.password if password is None else password
+        token = base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode()
+        path = self.root / f"auth-{secrets.token_hex(4)}.json"
+        path.write_text(json.dumps({"auths": {self.registry: {"auth": token}}}))
+        path.chmod(0o600)
+        return path
+
+    def podman(self, *arguments: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["podman", *arguments],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(f"podman {' '.join(arguments)}: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def _write_configuration(self) -> None:
+        nofile = _at_most_hard(resource.RLIMIT_NOFILE, 1024)
+        nproc = _at_most_hard(resource.RLIMIT_NPROC, 4096)
+        runtime = 'runtime = "runc"\n' if shutil.which("runc") else ""
+        (self.root / "containers.conf").write_text(
+            "[containers]\n"
+            f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+            "[engine]\n"
+            f'{runtime}cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+        )
+        (self.root / "storage.conf").write_text(
+            '[storage]\ndriver = "overlay"\n'
+            f'graphroot = "{self.root / "storage"}"\nrunroot = "{self.root / "run"}"\n'
+        )
+        (self.root / "registries.conf").write_text(
+            f'[[registry]]\nlocation = "{self.registry}"\ninsecure = true\n'
+        )
+
+    def _start_registry(self) -> None:
+        htpasswd = subprocess.run(
+            ["htpasswd", "-B", "-i", "-n", REGISTRY_USER],
+            input=self.password,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        (self.root / "htpasswd").write_text(htpasswd.stdout)
+        (self.root / "registry.yml").write_text(
+            "version: 0.1\nlog:\n  level: error\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'registry'}\n"
+            f"http:\n  addr: {self.registry}\n  secret: {secrets.token_hex(16)}\n"
+            f"auth:\n  htpasswd:\n    realm: pai-sandbox\n    path: {self.root / 'htpasswd'}\n"
+        )
+        with open(self.root / "registry.log", "ab") as log:
+            self._registry = subprocess.Popen(
+                [_which("docker-registry"), "serve", str(self.root / "registry.yml")],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + REGISTRY_WAIT
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self._port), timeout=1):
+                    return
+            except OSError:
+                if self._registry.poll() is not None:
+                    break
+                time.sleep(0.05)
+        log_text = (self.root / "registry.log").read_text(errors="replace")[-2000:]
+        raise SandboxUnavailable(f"the registry did not start:\n{log_text}")
+
+
+def debian_python(directory: Path) -> Path:
+    """A tar of a minimal Debian root file system with Python 3 (`debootstrap`, from Debian's
+    mirror), made once in `directory`; its path."""
+    archive = directory / f"debian-{DEBIAN_SUITE}-python3.tar"
+    if archive.exists():
+        return archive
+    if shutil.which("debootstrap") is None:
+        raise SandboxUnavailable("install debootstrap (apt-get install debootstrap)")
+    rootfs = directory / "debian-rootfs"
+    shutil.rmtree(rootfs, ignore_errors=True)
+    done = subprocess.run(
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PYTHON_PACKAGES)}",
+            DEBIAN_SUITE,
+            str(rootfs),
+            DEBIAN_MIRROR,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SandboxUnavailable(f"debootstrap failed: {done.stdout[-1500:]}{done.stderr[-1500:]}")
+    for unneeded in ("usr/share/doc", "usr/share/man", "usr/share/locale", "var/cache/apt"):
+        shutil.rmtree(rootfs / unneeded, ignore_errors=True)
+    partial = archive.with_suffix(".partial")
+    with tarfile.open(partial, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    partial.rename(archive)
+    shutil.rmtree(rootfs, ignore_errors=True)
+    return archive
+
+
+def _relink_applets(folder: Path) -> None:
+    """Make the applets' links relative (`busybox --install -s` points them at the folder's
+    path on this machine, which the image does not have)."""
+    for link in folder.iterdir():
+        if link.is_symlink():
+            link.unlink()
+            link.symlink_to("busybox")
+
+
+def _which(tool: str) -> str:
+    found = shutil.which(tool)
+    if found is None:
+        raise SandboxUnavailable(f"{tool} is not installed")
+    return found
+
+
+def _at_most_hard(limit: int, wanted: int) -> int:
+    _, hard = resource.getrlimit(limit)
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,73 @@
+"""Fixtures for tests of container tasks: a container sandbox per test process (its own image
+store and a password-protected registry on 127.0.0.1, see `pai.executors.containersandbox`),
+and the images the tests run: busybox, and a minimal Debian with Python 3 (built with
+debootstrap once per test run, whichever test process needs it first)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pai.executors.containersandbox import (
+    ContainerSandbox,
+    SandboxUnavailable,
+    debian_python,
+    missing_tools,
+)
+
+BUSYBOX = "pai-test/busybox:1"
+PYTHON = "pai-test/python:3"
+
+
+@pytest.fixture(scope="session")
+def container_sandbox(
+    tmp_path_factory: pytest.TempPathFactory, requirement: Callable[[bool, str], None]
+) -> Iterator[ContainerSandbox]:
+    """A container sandbox for this test process (xdist worker)."""
+    missing = missing_tools()
+    requirement(os.geteuid() == 0, "container tests run podman as root")
+    requirement(not missing, f"container tests need {', '.join(missing)} (apt-get install)")
+    sandbox = ContainerSandbox(tmp_path_factory.mktemp("containers"))
+    try:
+        sandbox.start()
+    except SandboxUnavailable as error:
+        requirement(False, str(error))
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(scope="session")
+def busybox_image(container_sandbox: ContainerSandbox) -> str:
+    """busybox in the sandbox's registry (a shell and the usual tools, no Python)."""
+    return container_sandbox.busybox(BUSYBOX)
+
+
+@pytest.fixture(scope="session")
+def python_image(
+    container_sandbox: ContainerSandbox,
+    tmp_path_factory: pytest.TempPathFactory,
+    requirement: Callable[[bool, str], None],
+) -> str:
+    """A minimal Debian with Python 3 in the sandbox's registry."""
+    shared = tmp_path_factory.getbasetemp().parent  # the same for every worker of a run
+    with open(shared / "debian-python.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            archive = debian_python(shared)
+        except SandboxUnavailable as error:
+            requirement(False, str(error))
+    return container_sandbox.image_from(archive, PYTHON)
+
+
+@pytest.fixture
+def sandbox_env(
+    container_sandbox: ContainerSandbox, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """This process's environment points podman at the sandbox for the test (a PAI or an
+    executor started in it uses the sandbox's runtime configuration)."""
+    for name, value in container_sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    return container_sandbox.env
