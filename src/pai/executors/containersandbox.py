@@ -7,7 +7,8 @@ password (Debian's `docker-registry`, with an htpasswd file), and runtime settin
 where systemd does not run containers (`runc` and the `cgroupfs` cgroup manager, the file
 events log) and where the runtime may not raise resource limits (ulimits at or below this
 process's hard limits). Images are made from a root file system: busybox from Debian's
-`busybox-static`, or a minimal Debian with Python 3 made by `debootstrap` (`debian_python`).
+`busybox-static`, or a minimal Debian with Python 3 and an ssh client made by `debootstrap`
+(`debian_python`).
 
     with ContainerSandbox(Path("/tmp/sandbox")) as sandbox:
         image = sandbox.busybox("pai-test/busybox:1")   # in the registry, with a password
@@ -34,7 +35,7 @@ from types import TracebackType
 REGISTRY_USER = "pai"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-PYTHON_PACKAGES = ("python3",)
+PYTHON_PACKAGES = ("python3", "openssh-client")
 REGISTRY_WAIT = 30.0
 
 
@@ -228,8 +229,8 @@ class ContainerSandbox:
 
 
 def debian_python(directory: Path) -> Path:
-    """A tar of a minimal Debian root file system with Python 3 (`debootstrap`, from Debian's
-    mirror), made once in `directory`; its path."""
+    """A tar of a minimal Debian root file system with Python 3 and OpenSSH's client, made once
+    in `directory` with `debootstrap` from Debian's mirror; its path."""
     archive = directory / f"debian-{DEBIAN_SUITE}-python3.tar"
     if archive.exists():
         return archive

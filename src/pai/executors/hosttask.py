@@ -68,9 +68,11 @@ class HostRun:
         record, env = self._record, dict(self._env)
         bash = shutil.which("bash", path=env.get("PATH")) or "/bin/bash"
         read_fd, write_fd = os.pipe()
+        user = record.task_user
+        if user is not None:  # bash opens the pipe again by its /dev/fd path, as the user
+            os.fchown(read_fd, user.uid, user.gid)
         command, report_fd, mounting_fd = [bash, f"/dev/fd/{read_fd}"], None, None
         mounts, hidden = self._mounts()
-        user = record.task_user
         if mounts or hidden or user:
             report_fd, mounting_fd = os.pipe()
             prefix, env = mount_command(

@@ -66,7 +66,7 @@ class RegistryAuth:
     def file_content(self, image: str) -> str:
         """The auth file (containers-auth.json) that gives the credentials to the runtime."""
         registry = self.registry or registry_of(image)
-        registry = registry.removeprefix("https://").removeprefix("http://").rstrip("/")
+        registry = registry.removeprefix("https://").removeprefix("http://").split("/", 1)[0]
         if registry in ("index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"):
             registry = DOCKER_HUB
         token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()

@@ -117,8 +117,8 @@ def make_mounts(mounts: Sequence[Mount], hide: str | None = None) -> None:
     """Enter a private mount namespace, cover `hide` with an empty tmpfs, and make `mounts`,
     parents before children (their sources are opened first: they may lie under `hide`)."""
     ordered = sorted(mounts, key=lambda mount: Path(mount.target).parts)
-    sources = [_open_source(mount) for mount in ordered]
     _enter_namespace()
+    sources = [_open_source(mount) for mount in ordered]  # in the namespace: to be bound
     shadowed: set[Path] = set()
     if hide is not None:
         _mount("tmpfs", Path(hide), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")

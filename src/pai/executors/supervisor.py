@@ -111,7 +111,8 @@ class Supervisor:
         self._script = script
         auth = secrets.get("image_auth")
         self._image_auth = RegistryAuth(**auth) if auth else None
-        self._ssh_server: str | None = secrets.get("ssh_server")
+        ssh_server = secrets.get("ssh_server")
+        self._ssh_request: dict[str, Any] | None = json.loads(ssh_server) if ssh_server else None
         self._stop_signal: int | None = None
         self._started_at: datetime | None = None
         self._resident_at_kill = 0
@@ -189,12 +190,15 @@ class Supervisor:
                 )
             except StartFailed as failed:
                 return self._start_failed_classification(str(failed), failed.code)
+            failure = None
+            if isinstance(task, ContainerRun) and self._ssh_request is not None:
+                failure = self._start_ssh_server(task)  # running means it can be reached
             self._started_at = utc_now()
             container = self._record.container_name if task.isolation == CONTAINER else None
             self._files.write_started(StartedCommand(task.identity, self._started_at, container))
             self._note(f"command started: pid {task.identity.pid}")
             pumps = self._start_pumps(task, writers)
-            ending = self._prepare_and_watch(task)
+            ending = self._feed_and_watch(task, failure)
             exited = task.finish()
             left = task.kill()
             left += kill_descendants()  # what else it left (an SSH server, helpers)
@@ -249,24 +253,20 @@ class Supervisor:
         container.start()
         return container
 
-    def _prepare_and_watch(self, task: TaskRun) -> _Ending:
-        """A container task gets its script once its SSH server (and barrier) are ready;
-        then the task is watched to its end."""
+    def _feed_and_watch(self, task: TaskRun, failure: bytes | None) -> _Ending:
+        """A container task gets its script (once the job's other tasks accept SSH, when it
+        asked for that barrier), or the script that fails it saying why; then the task is
+        watched to its end."""
         if isinstance(task, ContainerRun):
-            script = self._script
-            if self._ssh_server is not None:
-                script = self._serve_ssh(task) or script
-            task.feed(script)
+            if failure is None and self._ssh_request is not None:
+                failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
+            task.feed(failure or self._script)
         return self._watch(task)
 
-    def _serve_ssh(self, task: ContainerRun) -> bytes | None:
+    def _start_ssh_server(self, task: ContainerRun) -> bytes | None:
         """Start the task's SSH server on the node, whose sessions open in the container, and
-        wait for the job's other tasks when the job asked for a barrier; None when all is
-        ready, else a script that fails the task saying why."""
-        from pai.runtime.sshbarrier import BARRIER_FAILED, unreachable_peers
-
-        assert self._ssh_server is not None and self._record.runtime is not None
-        request = json.loads(self._ssh_server)
+        wait until it listens; None then, else a script that fails the task saying why."""
+        assert self._ssh_request is not None and self._record.runtime is not None
         directory = self._record.working_dir / SSH_DIR
         ready = directory / "ready"
         ready.unlink(missing_ok=True)
@@ -289,20 +289,25 @@ class Supervisor:
                 start_new_session=True,
             )
         assert server.stdin is not None
-        server.stdin.write(json.dumps(request["keys"]).encode())
+        server.stdin.write(json.dumps(self._ssh_request["keys"]).encode())
         server.stdin.close()
         deadline = time.monotonic() + SSH_READY_TIMEOUT
         while not ready.exists() and server.poll() is None and time.monotonic() < deadline:
             time.sleep(KILL_RETRY_INTERVAL)
-        if not ready.exists():
-            message = "[pai] ssh plugin: the task's SSH server did not start"
-            self._note(message)
-            return _failing_script(message, 1)
-        barrier = request.get("barrier_seconds")
-        if barrier is None:
+        if ready.exists():
             return None
-        self._files.write_progress("waiting for every task of the job to accept SSH")
-        missing = unreachable_peers(self._record.env, float(barrier))
+        message = "[pai] ssh plugin: the task's SSH server did not start"
+        self._note(message)
+        return _failing_script(message, 1)
+
+    def _ssh_barrier(self, seconds: float | None) -> bytes | None:
+        """Wait for the job's other tasks to accept SSH (OpenPAI's `sshbarrier`); None when
+        they do (or no barrier was asked), else a script that fails the task saying why."""
+        from pai.runtime.sshbarrier import BARRIER_FAILED, unreachable_peers
+
+        if seconds is None:
+            return None
+        missing = unreachable_peers(self._record.env, float(seconds))
         if not missing:
             return None
         message = f"[pai] SSH barrier reaches max retry count: {', '.join(missing)} not reachable"

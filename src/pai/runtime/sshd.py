@@ -59,17 +59,25 @@ class Container:
     runtime: str
     name: str
     working_dir: str
+    client_dir: str
+    """Where the job's ssh client settings are (`bin/ssh` first on a session's PATH)."""
 
-    def argv(self, command: list[str], *, terminal: str | None) -> list[str]:
-        """`command` run in the container, on a terminal of its own when `terminal` names one."""
+    def argv(self, arguments: list[str], *, terminal: str | None) -> list[str]:
+        """The container's shell with `arguments`, on a terminal of its own when `terminal`
+        names one."""
         options = ["--interactive", "--workdir", self.working_dir]
         if terminal:
             options += ["--tty", "--env", f"TERM={terminal}"]
-        return [self.runtime, "exec", *options, self.name, *command]
+        shell = ["/bin/sh", "-c", IN_CONTAINER_SHELL, "sh", f"{self.client_dir}/bin", *arguments]
+        return [self.runtime, "exec", *options, self.name, *shell]
 
 
-IN_CONTAINER_SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash "$@"; fi; exec sh "$@"'
-"""Runs the container's bash (else sh) with the arguments it is given."""
+IN_CONTAINER_SHELL = (
+    'PATH="$1:$PATH"; export PATH; shift; '
+    'if command -v bash >/dev/null 2>&1; then exec bash "$@"; fi; exec sh "$@"'
+)
+"""Runs the container's bash (else sh) with the arguments after the first, which is put first
+on the PATH."""
 IN_CONTAINER_SSH = (
     "#!/bin/sh\n"
     "for client in /usr/bin/ssh /usr/local/bin/ssh /bin/ssh; do\n"
@@ -135,8 +143,7 @@ async def run_session(
     arguments = ["-c", command] if command is not None else ["-i"]
     terminal = process.term_type
     if container is not None:
-        shell = ["/bin/sh", "-c", IN_CONTAINER_SHELL, "sh"]
-        argv = container.argv([*shell, *arguments], terminal=terminal)
+        argv = container.argv(arguments, terminal=terminal)
     else:
         argv = [os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh", *arguments]
     env = dict(os.environ)
@@ -257,7 +264,9 @@ def main() -> None:
     directory = Path(arguments[0])
     container = None
     if arguments[1:2] == ["--container"]:
-        container = Container(arguments[2], arguments[3], os.environ["PAI_WORK_DIR"])
+        container = Container(
+            arguments[2], arguments[3], os.environ["PAI_WORK_DIR"], str(directory)
+        )
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     (directory / READY_FILE).unlink(missing_ok=True)
     keys = json.loads(sys.stdin.read())

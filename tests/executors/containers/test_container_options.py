@@ -1,0 +1,134 @@
+"""What PAI asks of the container runtime, decided without running it: image names as Docker
+reads them, registry credentials, pull progress, GPUs and mounts."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from pai.executors.containers import ContainerError, bind_option, gpu_arguments
+from pai.executors.images import RegistryAuth, auth_file, full_name, pulled_every_time
+from pai.executors.isolation import IsolationError, IsolationPolicy
+from pai.executors.mounts import Mount
+
+
+@pytest.mark.parametrize(
+    ("written", "pulled"),
+    [
+        ("python:3.11", "docker.io/library/python:3.11"),
+        (
+            "openpai/standard:python_3.6-pytorch_1.2.0-gpu",
+            "docker.io/openpai/standard:python_3.6-pytorch_1.2.0-gpu",
+        ),
+        ("myregistry.azurecr.io/team/app:2", "myregistry.azurecr.io/team/app:2"),
+        ("127.0.0.1:5000/app:1", "127.0.0.1:5000/app:1"),
+        ("localhost/app", "localhost/app"),
+    ],
+)
+def test_image_names_are_read_as_docker_reads_them(written: str, pulled: str) -> None:
+    assert full_name(written) == pulled
+
+
+@pytest.mark.parametrize(
+    ("image", "every_time"),
+    [
+        ("ubuntu", True),
+        ("ubuntu:latest", True),
+        ("ubuntu:22.04", False),
+        ("127.0.0.1:5000/app", True),
+        ("127.0.0.1:5000/app:3", False),
+        ("ubuntu@sha256:" + "a" * 64, False),
+    ],
+)
+def test_only_latest_tags_are_pulled_when_the_node_has_the_image(
+    image: str, every_time: bool
+) -> None:
+    assert pulled_every_time(image) is every_time
+
+
+def test_credentials_reach_the_runtime_in_a_private_file_that_is_removed_after(
+    tmp_path: Path,
+) -> None:
+    auth = RegistryAuth("alice", "s3cret-pass", registry="https://index.docker.io/v1/")
+
+    with auth_file(tmp_path, "python:3.11", auth) as path:
+        assert path is not None
+        assert path.stat().st_mode & 0o777 == 0o600
+        entry = json.loads(path.read_text())["auths"]["docker.io"]
+        assert base64.b64decode(entry["auth"]).decode() == "alice:s3cret-pass"
+
+    assert not path.exists()
+    assert "s3cret-pass" not in repr(auth)
+
+
+def test_credentials_without_a_registry_are_for_the_images_own(tmp_path: Path) -> None:
+    auth = RegistryAuth("bob", "pw")
+
+    with auth_file(tmp_path, "127.0.0.1:5000/team/app:1", auth) as path:
+        assert path is not None
+        assert list(json.loads(path.read_text())["auths"]) == ["127.0.0.1:5000"]
+
+
+def test_gpus_are_asked_for_by_cdi_name_where_the_node_has_nvidias_cdi_spec(tmp_path: Path) -> None:
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    (cdi / "nvidia.yaml").write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n")
+
+    options, env = gpu_arguments([2, 3], cdi_dirs=[cdi], devices=tmp_path / "dev")
+
+    assert options == ["--device=nvidia.com/gpu=2", "--device=nvidia.com/gpu=3"]
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_without_cdi_the_gpus_device_nodes_and_the_drivers_are_passed(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (dev / name).touch()
+
+    options, env = gpu_arguments([1], cdi_dirs=[tmp_path / "none"], devices=dev)
+
+    assert options == [
+        f"--device={dev / 'nvidia1'}",
+        f"--device={dev / 'nvidiactl'}",
+        f"--device={dev / 'nvidia-uvm'}",
+    ]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "1"  # for the NVIDIA container toolkit's hook
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # inside, its one GPU is the first
+
+
+def test_gpus_declared_but_absent_give_only_the_variables(tmp_path: Path) -> None:
+    options, env = gpu_arguments([0, 5], cdi_dirs=[], devices=tmp_path)
+
+    assert options == []
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "0,5", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_a_task_without_gpus_is_given_none() -> None:
+    assert gpu_arguments([]) == ([], {})
+
+
+def test_mount_options_carry_read_only_and_refuse_what_they_cannot_say() -> None:
+    assert bind_option(Mount("/data/team", "/mnt/data", read_only=True)) == (
+        "type=bind,source=/data/team,destination=/mnt/data,ro=true"
+    )
+    with pytest.raises(ContainerError, match="no comma"):
+        bind_option(Mount("/data/a,b", "/mnt/data"))
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ({"mode": "jail"}, "PAI_ISOLATION: must be one of auto, container, host"),
+        ({"runtime": "docker"}, "PAI_CONTAINER_RUNTIME: 'docker' is not supported"),
+        ({"pids_limit": 10}, "PAI_TASK_PIDS_LIMIT: must be at least 64"),
+    ],
+)
+def test_bad_isolation_settings_are_refused_with_the_setting_named(
+    policy: dict[str, object], message: str
+) -> None:
+    with pytest.raises(IsolationError, match=message):
+        IsolationPolicy(**policy)  # type: ignore[arg-type]

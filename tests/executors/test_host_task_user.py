@@ -1,0 +1,73 @@
+"""Host tasks of a PAI that runs as root: an unprivileged user, in a view where PAI's state is
+covered and only the task's own directories (and storages) are there."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pai.executors.base import LogStream
+from pai.executors.isolation import IsolationPolicy
+from pai.executors.mounts import Mount
+
+if TYPE_CHECKING:
+    from conftest import Harness
+
+
+@pytest.fixture
+def as_nobody(harness: Harness, requirement: Callable[[bool, str], None]) -> Harness:
+    requirement(os.geteuid() == 0, "a platform that runs as root drops host tasks to nobody")
+    harness.executor = harness.new_executor(isolation=IsolationPolicy("host", task_user="nobody"))
+    return harness
+
+
+def test_a_host_task_runs_as_the_task_user_and_cannot_reach_the_platforms_state(
+    as_nobody: Harness, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.key"
+    secret.write_text("the platform's signing key\n")
+    secret.chmod(0o644)  # even a readable file is out of the task's view
+    launch_record = tmp_path / "state" / "tasks" / "curious" / "launch.json"
+    script = (
+        "id -un\n"
+        f"cat {secret} || echo 'key: unreachable'\n"
+        f"cat {launch_record} || echo 'state: unreachable'\n"
+        'echo written > "$PAI_WORK_DIR/out.txt" && echo "work dir: writable"\n'
+        'echo "home=$HOME"\n'
+    )
+
+    task = as_nobody.launch(
+        "curious", script, env={"PAI_WORK_DIR": str(tmp_path / "work" / "curious")}
+    )
+    result = as_nobody.wait_finished("curious")
+
+    lines = as_nobody.executor.logs("curious", LogStream.STDOUT).decode().splitlines()
+    assert lines == [
+        "nobody",
+        "key: unreachable",
+        "state: unreachable",
+        "work dir: writable",
+        f"home={task.working_dir}",
+    ]
+    assert result.exit_code == 0
+    nobody = pwd.getpwnam("nobody")
+    assert (task.working_dir / "out.txt").stat().st_uid == nobody.pw_uid
+
+
+def test_storages_are_mounted_for_a_host_task_user(as_nobody: Harness, tmp_path: Path) -> None:
+    storage = tmp_path / "shared"
+    storage.mkdir()
+    (storage / "data.txt").write_text("shared data\n")
+    storage.chmod(0o755)
+    (storage / "data.txt").chmod(0o644)
+
+    as_nobody.run(
+        "reader", "cat /mnt/shared/data.txt\n", mounts=(Mount(str(storage), "/mnt/shared"),)
+    )
+
+    assert as_nobody.executor.logs("reader", LogStream.STDOUT) == b"shared data\n"
