@@ -60,13 +60,24 @@ class ContainerSandbox:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.password = secrets.token_urlsafe(16)
-        self._port = 0
-        self._registry: subprocess.Popen[bytes] | None = None
+        self._registries: dict[str, subprocess.Popen[bytes]] = {}
+        """`HOST:PORT` of each registry process (all serve the same images), the first on
+        127.0.0.1."""
 
     @property
     def registry(self) -> str:
-        """The registry's `HOST:PORT`, the first part of its images' names."""
-        return f"127.0.0.1:{self._port}"
+        """The registry's `HOST:PORT` on 127.0.0.1, the first part of its images' names."""
+        return next(iter(self._registries))
+
+    def serve_on(self, host: str) -> str:
+        """Serve the registry's images on `host` too (an address other machines reach, such as
+        a test network's); its `HOST:PORT`."""
+        return self._start_registry(host)
+
+    @staticmethod
+    def on(registry: str, image: str) -> str:
+        """`image` as named by another of the sandbox's registries."""
+        return f"{registry}/{image.split('/', 1)[1]}"
 
     @property
     def env(self) -> dict[str, str]:
@@ -94,16 +105,16 @@ class ContainerSandbox:
         if missing:
             raise SandboxUnavailable(f"install {', '.join(missing)} (apt-get install)")
         self.root.mkdir(parents=True, exist_ok=True)
-        self._port = _free_port()
         self._write_configuration()
-        self._start_registry()
+        self._write_credentials()
+        self._start_registry("127.0.0.1")
 
     def close(self) -> None:
         """Take everything down; safe to call more than once and after a failed start."""
-        if self._registry is not None:
-            self._registry.kill()
-            self._registry.wait()
-            self._registry = None
+        for process in self._registries.values():
+            process.kill()
+            process.wait()
+        self._registries.clear()
         if (self.root / "storage.conf").exists():
             self.podman("rm", "--all", "--force", "--time", "0", check=False)
             self.podman("system", "reset", "--force", check=False)
@@ -157,7 +168,8 @@ class ContainerSandbox:
         password = self.password if password is None else password
         token = base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode()
         path = self.root / f"auth-{secrets.token_hex(4)}.json"
-        path.write_text(json.dumps({"auths": {self.registry: {"auth": token}}}))
+        auths = {registry: {"auth": token} for registry in self._registries}
+        path.write_text(json.dumps({"auths": auths}))
         path.chmod(0o600)
         return path
 
@@ -189,11 +201,8 @@ class ContainerSandbox:
             '[storage]\ndriver = "overlay"\n'
             f'graphroot = "{self.root / "storage"}"\nrunroot = "{self.root / "run"}"\n'
         )
-        (self.root / "registries.conf").write_text(
-            f'[[registry]]\nlocation = "{self.registry}"\ninsecure = true\n'
-        )
 
-    def _start_registry(self) -> None:
+    def _write_credentials(self) -> None:
         htpasswd = subprocess.run(
             ["htpasswd", "-B", "-i", "-n", REGISTRY_USER],
             input=self.password,
@@ -202,26 +211,39 @@ class ContainerSandbox:
             check=True,
         )
         (self.root / "htpasswd").write_text(htpasswd.stdout)
-        (self.root / "registry.yml").write_text(
+
+    def _start_registry(self, host: str) -> str:
+        """A registry process on `host` serving the sandbox's images; its `HOST:PORT`."""
+        address = f"{host}:{_free_port(host)}"
+        config = self.root / f"registry-{len(self._registries)}.yml"
+        config.write_text(
             "version: 0.1\nlog:\n  level: error\n"
             f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'registry'}\n"
-            f"http:\n  addr: {self.registry}\n  secret: {secrets.token_hex(16)}\n"
+            f"http:\n  addr: {address}\n  secret: {secrets.token_hex(16)}\n"
             f"auth:\n  htpasswd:\n    realm: pai-sandbox\n    path: {self.root / 'htpasswd'}\n"
         )
         with open(self.root / "registry.log", "ab") as log:
-            self._registry = subprocess.Popen(
-                [_which("docker-registry"), "serve", str(self.root / "registry.yml")],
+            process = subprocess.Popen(
+                [_which("docker-registry"), "serve", str(config)],
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
             )
+        self._registries[address] = process
+        # Plain HTTP: the registry has no certificate (a real one would, see docs/deploy.md).
+        (self.root / "registries.conf").write_text(
+            "".join(
+                f'[[registry]]\nlocation = "{registry}"\ninsecure = true\n'
+                for registry in self._registries
+            )
+        )
         deadline = time.monotonic() + REGISTRY_WAIT
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection(("127.0.0.1", self._port), timeout=1):
-                    return
+                with socket.create_connection((host, int(address.rsplit(":", 1)[1])), timeout=1):
+                    return address
             except OSError:
-                if self._registry.poll() is not None:
+                if process.poll() is not None:
                     break
                 time.sleep(0.05)
         log_text = (self.root / "registry.log").read_text(errors="replace")[-2000:]
@@ -284,7 +306,7 @@ def _at_most_hard(limit: int, wanted: int) -> int:
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
 
 
-def _free_port() -> int:
+def _free_port(host: str) -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return int(probe.getsockname()[1])

@@ -196,12 +196,12 @@ class RaySandbox:
 
     def _worker_process(self, name: str) -> subprocess.Popen[bytes]:
         worker = self.workers[name]
+        # nsenter, not `ip netns exec`: that also mounts a sysfs of the namespace's own over
+        # /sys, which hides the cgroup file systems a container runtime on the worker needs.
         return subprocess.Popen(
             [
-                "ip",
-                "netns",
-                "exec",
-                self.namespace(name),
+                "nsenter",
+                f"--net=/run/netns/{self.namespace(name)}",
                 *self._ray_start(name),
                 f"--address={self.address}",
                 f"--node-ip-address={self._addresses[name]}",
