@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -132,6 +133,8 @@ def test_a_job_in_a_container_reaches_nothing_of_the_platform_or_other_jobs(
         task = job.tasks()[0][1]
         assert (task.isolation, task.docker_image) == ("container", busybox_image)
         assert users.alice.job("neighbour").state == "RUNNING"  # untouched
+        said = in_containers.output.read_text()
+        assert "tasks run in containers of their jobs' images (podman" in said
     finally:
         users.close()
 
@@ -149,6 +152,8 @@ def test_a_host_job_of_a_root_platform_cannot_read_its_database_or_key(on_the_ho
         assert job.state == "SUCCEEDED", job
         assert output == ["database: refused", "key: refused", "home: refused", "nobody"]
         assert job.tasks()[0][1].isolation == "host"
+        said = on_the_host.output.read_text()
+        assert "tasks run directly on the host as user nobody" in said
     finally:
         users.close()
 
@@ -225,3 +230,23 @@ class PsWatch:
             listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
             self.seen = self.seen or self.secret in listing
             time.sleep(0.02)
+
+
+def test_nodes_without_a_runtime_take_no_tasks_when_containers_are_required(
+    tmp_path: Path, requirement: Callable[[bool, str], None]
+) -> None:
+    requirement(os.geteuid() == 0, "the isolation tests run PAI as root, as on a server")
+    without_podman = str(Path(sys.executable).parent)  # PAI's own tools, and no podman
+    env = {"PAI_ISOLATION": "container", "PATH": without_podman}
+    for platform in run_pai_up(tmp_path / "home", env):
+        with platform.client() as client:
+            client.submit(job_text("waits", "busybox:1", "unused", ["echo never"]))
+            time.sleep(2)
+            job = client.job("waits")
+            nodes = client.nodes()
+        said = platform.output.read_text()
+
+        assert job.state == "WAITING"
+        assert {node.engine_state for node in nodes} == {"bad"}
+        assert all("podman is not installed" in node.engine_message for node in nodes)
+        assert "this node takes no tasks: PAI_ISOLATION=container, but podman" in said

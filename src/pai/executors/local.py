@@ -87,15 +87,18 @@ class _Tracked:
             return None
         record = self.record
         limit = record.memory_mb * MIB if record.memory_mb else None
+        started = self.files.started() if record.container_name else None
+        container = started.identity.pid if started is not None else None
         return RunningTask(
             record.key,
             record.job,
             record.role,
             record.index,
             record.node,
-            supervisor.pid,
+            container or supervisor.pid,
             limit,
             record.gpus,
+            in_container=container is not None,
         )
 
 

@@ -1,10 +1,12 @@
 """What tasks and nodes use: CPU, memory, block I/O, network and GPUs, sampled on the node.
 
-A task is every process below its supervisor (the supervisor is a subreaper, so processes the
-task orphans stay in its tree). Its CPU % is CPU time over wall time between two samples, in
-percent of one core (200 = two busy cores, as OpenPAI's job exporter counts), so the first
-sample of a task only sets the baseline. GPUs are read through NVML when the `pynvml` package
-and a driver are there; a task's GPU use is the average over the GPUs the scheduler gave it.
+A host task is every process below its supervisor (the supervisor is a subreaper, so processes
+the task orphans stay in its tree); a container task is its container's cgroup, whose memory
+and CPU time are read as the kernel counts them against the container's limits. A task's CPU %
+is CPU time over wall time between two samples, in percent of one core (200 = two busy cores,
+as OpenPAI's job exporter counts), so the first sample of a task only sets the baseline. GPUs
+are read through NVML when the `pynvml` package and a driver are there; a task's GPU use is the
+average over the GPUs the scheduler gave it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from pai.executors.cgroups import Cgroup
 from pai.executors.proctree import ProcessCounters, descendant_pids, process_counters
 from pai.executors.taskfiles import utc_now
 
@@ -83,7 +86,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class RunningTask:
-    """A task to sample: who it is and the process its processes descend from."""
+    """A task to sample: who it is and the process its processes descend from (for a task in
+    a container, the container's first process, whose cgroup holds them all)."""
 
     key: str
     job: str
@@ -93,6 +97,7 @@ class RunningTask:
     root_pid: int
     memory_limit_bytes: int | None
     gpus: tuple[int, ...]
+    in_container: bool = False
 
 
 class GpuProbe:
@@ -128,6 +133,7 @@ class GpuProbe:
 class _Baseline:
     at: float
     processes: dict[int, ProcessCounters] = field(default_factory=dict)
+    cgroup_cpu_seconds: float | None = None
 
 
 class UsageSampler:
@@ -157,22 +163,21 @@ class UsageSampler:
     def _task(
         self, task: RunningTask, now: float, at: datetime, gpus: dict[int, GpuUsage]
     ) -> TaskUsage | None:
-        processes = {
-            pid: counters
-            for pid in descendant_pids(task.root_pid)
-            if (counters := process_counters(pid)) is not None
-        }
+        cgroup = Cgroup.of_pid(task.root_pid) if task.in_container else None
+        pids = cgroup.pids() if cgroup is not None else descendant_pids(task.root_pid)
+        processes = {pid: counters for pid in pids if (counters := process_counters(pid))}
+        cgroup_cpu = cgroup.cpu_seconds() if cgroup is not None else None
         previous = self._baselines.get(task.key)
-        self._baselines[task.key] = _Baseline(now, processes)
+        self._baselines[task.key] = _Baseline(now, processes, cgroup_cpu)
         if previous is None or now <= previous.at:
             return None
-        busy = 0.0
-        for pid, counters in processes.items():
-            before = previous.processes.get(pid)
-            if before is None or before.started != counters.started:
-                busy += counters.cpu_seconds  # started since the last sample
-            else:
-                busy += counters.cpu_seconds - before.cpu_seconds
+        if cgroup_cpu is not None and previous.cgroup_cpu_seconds is not None:
+            busy = cgroup_cpu - previous.cgroup_cpu_seconds
+        else:
+            busy = _busy_seconds(processes, previous.processes)
+        memory = cgroup.memory_bytes() if cgroup is not None else None
+        if memory is None:
+            memory = sum(counters.memory_bytes for counters in processes.values())
         held = [gpus[index] for index in task.gpus if index in gpus]
         return TaskUsage(
             key=task.key,
@@ -182,7 +187,7 @@ class UsageSampler:
             node=task.node,
             at=at,
             cpu_percent=round(100.0 * busy / (now - previous.at), 2),
-            memory_bytes=sum(counters.memory_bytes for counters in processes.values()),
+            memory_bytes=memory,
             memory_limit_bytes=task.memory_limit_bytes,
             read_bytes=sum(counters.read_bytes or 0 for counters in processes.values()),
             write_bytes=sum(counters.write_bytes or 0 for counters in processes.values()),
@@ -208,6 +213,20 @@ class UsageSampler:
             disk_total_bytes=disk.total,
             gpus=tuple(gpus[index] for index in sorted(gpus)),
         )
+
+
+def _busy_seconds(
+    processes: dict[int, ProcessCounters], before: dict[int, ProcessCounters]
+) -> float:
+    """CPU time the processes used since `before` was sampled."""
+    busy = 0.0
+    for pid, counters in processes.items():
+        earlier = before.get(pid)
+        if earlier is None or earlier.started != counters.started:
+            busy += counters.cpu_seconds  # started since the last sample
+        else:
+            busy += counters.cpu_seconds - earlier.cpu_seconds
+    return busy
 
 
 def _mean(values: list[float]) -> float | None:

@@ -233,3 +233,40 @@ def test_an_image_without_a_shell_fails_with_the_entry_command_code(
         "ContainerDockerStartCmdNotFound",
     )
     assert "has no /bin/sh" in result.classification.diagnostics[0]
+
+
+def test_usage_of_a_container_task_is_read_from_its_cgroup(containers: Harness) -> None:
+    # 64 MB held in the container's /dev/shm, and a shell loop that keeps a core busy.
+    script = (
+        "dd if=/dev/zero of=/dev/shm/held bs=1M count=64 2>/dev/null\n"
+        "echo ready\n"
+        "while :; do :; done\n"
+    )
+    containers.launch("busy", script, memory_mb=256, shm_mb=128)
+    containers.wait_until(lambda: b"ready" in containers.executor.logs("busy"))
+    containers.poll()
+
+    containers.executor.usage()  # the baseline
+    time.sleep(1.5)
+    usage = {task.key: task for task in containers.executor.usage().tasks}["busy"]
+
+    assert 40 < usage.cpu_percent <= 110
+    assert 64 * 1024**2 <= usage.memory_bytes < 256 * 1024**2
+    assert usage.memory_limit_bytes == 256 * 1024**2
+    containers.executor.kill("busy", KillReason.STOP_REQUESTED)
+    containers.wait_finished("busy")
+
+
+def test_containers_left_by_an_earlier_control_plane_are_removed_when_it_starts(
+    containers: Harness, container_sandbox: ContainerSandbox, busybox_image: str
+) -> None:
+    containers.run("pulls-the-image", "true")
+    executor_id = (containers.root / "state" / "executor-id").read_text()
+    container_sandbox.podman(
+        "run", "--detach", "--name", "leftover", "--label", f"pai.executor={executor_id}",
+        busybox_image, "sleep", "600",
+    )  # fmt: skip
+
+    containers.new_executor().recover()
+
+    assert podman_names(container_sandbox) == []
