@@ -61,6 +61,7 @@ def test_a_job_submitted_from_the_editor_succeeds_and_its_log_can_be_read(
     expect(page.locator("#log-view")).to_contain_text("Python 3.")
     task = page.get_by_role("region", name="Tasks").get_by_role("row", name=re.compile("^main #0"))
     expect(task).to_contain_text("Succeeded")
+    expect(task).to_contain_text("on the host, not in its image")  # no container runtime here
 
 
 def test_a_broken_job_is_marked_at_its_line_before_it_is_submitted(
