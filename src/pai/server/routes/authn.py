@@ -38,6 +38,7 @@ DEFAULT_TOKEN_LIFETIME = 86400
 LOGIN_PATH = "/api/v2/authn/basic/login"
 OIDC_LOGIN_PATH = "/api/v2/authn/oidc/login"
 OIDC_RETURN_PATH = "/api/v2/authn/oidc/return"
+OIDC_LOGOUT_PATH = "/api/v2/authn/oidc/logout"
 
 logger = logging.getLogger(__name__)
 
@@ -186,16 +187,7 @@ def oidc_return(
 def oidc_token(body: OidcTokenRequest, context: Context) -> LoginResponse:
     """PAI: exchange the login code of a finished sign-in, with the PKCE verifier of its
     `code_challenge`, for a user token (the same answer as basic login). A code works once."""
-    sign_in = _oidc(context)
-    lifetime = _lifetime(context, body.expiration)
-    with context.database.session() as session:
-        taken = sign_in.take_code(session, body.code)
-    user_id = sign_in.check(taken, body.codeVerifier)
-    with context.database.session() as session:
-        user = session.get(User, user_id)
-        if user is None:
-            raise UnauthorizedUserError("the user of this sign-in no longer exists")
-        return _token_for(context, session, user, lifetime)
+    return redeem_login_code(context, body.code, body.codeVerifier, body.expiration)
 
 
 @router.get(
@@ -235,6 +227,22 @@ def log_in(context: ServerContext, client: str, body: LoginRequest) -> LoginResp
         with context.database.session() as session:
             context.login_failures.record(session, attempt)
         raise
+
+
+def redeem_login_code(
+    context: ServerContext, code: str, verifier: str, expiration: int | None = None
+) -> LoginResponse:
+    """A user token for the login code a sign-in through the provider ended with."""
+    sign_in = _oidc(context)
+    lifetime = _lifetime(context, expiration)
+    with context.database.session() as session:
+        taken = sign_in.take_code(session, code)
+    user_id = sign_in.check(taken, verifier)
+    with context.database.session() as session:
+        user = session.get(User, user_id)
+        if user is None:
+            raise UnauthorizedUserError("the user of this sign-in no longer exists")
+        return _token_for(context, session, user, lifetime)
 
 
 def _lifetime(context: ServerContext, expiration: int | None) -> timedelta:
