@@ -65,7 +65,7 @@ class OidcSettings:
         return self.provider_name or (urlsplit(self.issuer).hostname or self.issuer)
 
     def __post_init__(self) -> None:
-        _require_secure_url("PAI_OIDC_ISSUER", self.issuer, ("https",), insecure="http")
+        _require_secure_url("PAI_OIDC_ISSUER", self.issuer, ("https", "http"), insecure="http")
         if not self.client_id:
             raise ConfigurationError("PAI_OIDC_CLIENT_ID: required with PAI_AUTHN_MODE=oidc")
         if not self.client_secret.reveal():

@@ -76,8 +76,7 @@ class Slapd:
 
     def add_to_group(self, person: str, group: str) -> None:
         self.modify(
-            f"dn: {group_dn(group)}\nchangetype: modify\nadd: member\n"
-            f"member: {person_dn(person)}\n"
+            f"dn: {group_dn(group)}\nchangetype: modify\nadd: member\nmember: {person_dn(person)}\n"
         )
 
     def remove_from_group(self, person: str, group: str) -> None:
@@ -189,7 +188,13 @@ def _directory_ldif(service_password: str) -> str:
         entries.append(
             f"dn: {group_dn(group)}\nobjectClass: groupOfNames\ncn: {group}\n{member_lines}"
         )
-    return "\n\n".join(f"{entry.split(chr(10), 1)[0]}\nchangetype: add\n{entry.split(chr(10), 1)[1]}" for entry in entries) + "\n"
+    return (
+        "\n\n".join(
+            f"{entry.split(chr(10), 1)[0]}\nchangetype: add\n{entry.split(chr(10), 1)[1]}"
+            for entry in entries
+        )
+        + "\n"
+    )
 
 
 def _ssha(password: str) -> str:
