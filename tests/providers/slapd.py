@@ -47,7 +47,7 @@ def password_of(name: str) -> str:
 
 
 def person_dn(name: str) -> str:
-    return f"uid={_escape_dn_value(name)},{PEOPLE}"
+    return f"uid={name},{PEOPLE}"
 
 
 def group_dn(name: str) -> str:
@@ -65,14 +65,15 @@ class Slapd:
 
     def modify(self, ldif: str) -> None:
         """Apply `ldif` with `ldapmodify`, as the directory's administrator does."""
-        subprocess.run(
+        done = subprocess.run(
             [LDAPMODIFY, "-x", "-H", self.url, "-D", ROOT_DN, "-w", self.root_password],
             input=ldif,
             text=True,
-            check=True,
             capture_output=True,
             timeout=30,
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"ldapmodify failed ({done.returncode}): {done.stderr}")
 
     def add_to_group(self, person: str, group: str) -> None:
         self.modify(
@@ -86,9 +87,7 @@ class Slapd:
         )
 
     def delete_person(self, person: str) -> None:
-        for group, members in PEOPLE_AND_GROUPS["groups"].items():
-            if person in members:
-                self.remove_from_group(person, group)
+        """Delete the person's entry (the memberof overlay drops them from their groups)."""
         self.modify(f"dn: {person_dn(person)}\nchangetype: delete\n")
 
     def settings_env(self, **overrides: str) -> dict[str, str]:
@@ -201,10 +200,6 @@ def _ssha(password: str) -> str:
     salt = os.urandom(8)
     digest = hashlib.sha1(password.encode() + salt).digest()
     return "{SSHA}" + base64.b64encode(digest + salt).decode()
-
-
-def _escape_dn_value(value: str) -> str:
-    return value
 
 
 def _free_port() -> int:
