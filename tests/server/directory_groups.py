@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from server.harness import RunningServer
+from collections.abc import Callable
+from pathlib import Path
+
+from pai.authn_settings import AuthnSettings
+from providers.oidc import OidcProvider
+from server.harness import RunningServer, server_settings
 
 
 def directory_group(server: RunningServer, name: str, external_name: str, *vcs: str) -> None:
@@ -24,3 +29,27 @@ def user_view(server: RunningServer, username: str) -> dict[str, object]:
     assert response.status_code == 200, response.text
     body: dict[str, object] = response.json()
     return body
+
+
+def start_oidc_pai(
+    start: Callable[..., RunningServer],
+    provider: OidcProvider,
+    home: Path,
+    database_url: str,
+    **env: str,
+) -> RunningServer:
+    """`start` (a server or platform factory) a PAI signing in through `provider`, registered
+    there as its client; the directory groups `vision` and `speech` map to PAI groups granting
+    the VCs `vision` and `speech`, and `pai-admins` makes administrators."""
+    settings = server_settings(
+        home,
+        database_url,
+        authn=AuthnSettings.from_env(
+            provider.settings_env(PAI_AUTHN_ADMIN_GROUPS="pai-admins", **env)
+        ),
+    )
+    server = start(settings)
+    provider.register(server.base_url)
+    directory_group(server, "vision_team", "vision", "vision")
+    directory_group(server, "speech_team", "speech", "speech")
+    return server

@@ -11,10 +11,9 @@ import httpx
 import pytest
 
 from pai import pkce
-from pai.authn_settings import AuthnSettings
 from providers.oidc import OidcProvider, sign_in_over_http
-from server.directory_groups import directory_group, user_view
-from server.harness import RunningServer, server_settings
+from server.directory_groups import start_oidc_pai, user_view
+from server.harness import RunningServer
 
 CLIENT = "http://127.0.0.1:8765/callback"
 """A command-line client's loopback redirect URI (nobody listens: the test reads the URL)."""
@@ -29,20 +28,7 @@ def pai(
     pai_database_url: str,
     tmp_path: Path,
 ) -> RunningServer:
-    """A PAI signing in through the provider, whose `vision` and `speech` directory groups
-    map to PAI groups granting the VCs `vision` and `speech`."""
-    settings = server_settings(
-        tmp_path / "pai-home",
-        pai_database_url,
-        authn=AuthnSettings.from_env(
-            oidc_provider.settings_env(PAI_AUTHN_ADMIN_GROUPS="pai-admins")
-        ),
-    )
-    server = start_pai_server(settings)
-    oidc_provider.register(server.base_url)
-    directory_group(server, "vision_team", "vision", "vision")
-    directory_group(server, "speech_team", "speech", "speech")
-    return server
+    return start_oidc_pai(start_pai_server, oidc_provider, tmp_path / "pai-home", pai_database_url)
 
 
 def start(server: RunningServer, verifier: str, redirect_uri: str = CLIENT) -> str:
