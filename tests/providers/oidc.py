@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from providers.processes import free_port, stop
 
 HERE = Path(__file__).parent
 STARTUP_SECONDS = 60.0
@@ -91,7 +92,7 @@ class OidcProvider:
 @contextmanager
 def running_provider(state: Path) -> Iterator[OidcProvider]:
     state.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     site = f"http://127.0.0.1:{port}"
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("PAI_")},
@@ -116,20 +117,8 @@ def running_provider(state: Path) -> Iterator[OidcProvider]:
         _wait_ready(provider, process, state / "provider.log")
         yield provider
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def _wait_ready(provider: OidcProvider, process: subprocess.Popen[bytes], log: Path) -> None:

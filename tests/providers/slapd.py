@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from providers.processes import free_port, stop
+
 SLAPD = "/usr/sbin/slapd"
 LDAPMODIFY = "ldapmodify"
 BASE = "dc=example,dc=org"
@@ -112,7 +114,7 @@ def running_slapd(directory: Path) -> Iterator[Slapd]:
     service_password = base64.b32encode(os.urandom(10)).decode().lower()
     config = directory / "slapd.conf"
     config.write_text(_config(directory, root_password, service_password))
-    port = _free_port()
+    port = free_port()
     url = f"ldap://127.0.0.1:{port}"
     log = (directory / "slapd.log").open("w")
     process = subprocess.Popen(
@@ -127,12 +129,7 @@ def running_slapd(directory: Path) -> Iterator[Slapd]:
         slapd.modify(_directory_ldif(service_password))
         yield slapd
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
         shutil.rmtree(directory / "data", ignore_errors=True)
 
@@ -200,13 +197,6 @@ def _ssha(password: str) -> str:
     salt = os.urandom(8)
     digest = hashlib.sha1(password.encode() + salt).digest()
     return "{SSHA}" + base64.b64encode(digest + salt).decode()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
