@@ -61,6 +61,8 @@ def login_form(request: Request, context: Context, next: str = "/") -> HTMLRespo
 @router.get(PORTAL_SIGN_IN_PATH, name="portal.sign_in")
 def start_sign_in(request: Request, context: Context, next: str = "/") -> Response:
     """Send the browser to the provider, keeping the verifier of its sign-in here."""
+    if context.oidc is None:  # the cluster signs in with passwords: their form
+        return RedirectResponse(with_query("/login", next=local_path(next)), status_code=303)
     verifier = pkce.new_verifier()
     back = with_query(SIGN_IN_DONE_PATH, next=local_path(next))
     target = with_query(OIDC_LOGIN_PATH, redirect_uri=back, code_challenge=pkce.challenge(verifier))
