@@ -15,8 +15,10 @@ STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 # A real API server for any test that needs one (fixtures pai_server, start_pai_server,
 # pai_database_url; see tests/server/harness.py), and `pai up` in a process of its own
 # (fixture pai_up; see tests/e2e/pai_process.py); container images in a registry of their own
-# (fixtures busybox_image, python_image; see tests/container_images.py).
-pytest_plugins = ["server.harness", "e2e.pai_process", "container_images"]
+# (fixtures busybox_image, python_image; see tests/container_images.py); the organisation's
+# directories, an LDAP server and an OpenID Connect provider (fixtures ldap_directory,
+# oidc_provider; see tests/providers/fixtures.py).
+pytest_plugins = ["server.harness", "e2e.pai_process", "container_images", "providers.fixtures"]
 
 # Under pytest-xdist, the platforms of this worker hand out task ports no other worker does.
 task_ports.use_worker_share()

@@ -39,6 +39,10 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_CONTAINER_RUNTIME`: the container runtime, `podman`; default: found on the PATH.
 - `PAI_TASK_USER`: the user host tasks run as when PAI runs as root; `nobody`.
 - `PAI_TASK_PIDS_LIMIT`: the most processes and threads one task's container may have; 8192.
+- `PAI_AUTHN_MODE`: how people sign in: `basic` (PAI's own passwords, the default), `oidc` (an
+  OpenID Connect provider, `PAI_OIDC_*`) or `ldap` (an LDAP directory, `PAI_LDAP_*`); see
+  `pai.authn_settings` and docs/deploy.md. Local administrators keep their passwords in every
+  mode.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pai.authn_settings import AuthnSettings
 from pai.errors import ConfigurationError
 from pai.executors.isolation import (
     AUTO,
@@ -103,6 +108,8 @@ class Settings:
     container_runtime: str = ""
     task_user: str = DEFAULT_TASK_USER
     task_pids_limit: int = DEFAULT_PIDS_LIMIT
+    authn: AuthnSettings = field(default_factory=AuthnSettings)
+    """How people sign in (`PAI_AUTHN_MODE`, `PAI_OIDC_*`, `PAI_LDAP_*`)."""
 
     @property
     def isolation_policy(self) -> IsolationPolicy:
@@ -219,6 +226,7 @@ class Settings:
             container_runtime=(env.get("PAI_CONTAINER_RUNTIME") or "").lower(),
             task_user=env.get("PAI_TASK_USER") or cls.task_user,
             task_pids_limit=_int(env, "PAI_TASK_PIDS_LIMIT", cls.task_pids_limit),
+            authn=AuthnSettings.from_env(env),
         )
 
 

@@ -43,6 +43,8 @@ def test_info_describes_the_server(pai_server: RunningServer) -> None:
             "authn_type": "basic",
             "loginURI": "/api/v2/authn/basic/login",
             "loginURIMethod": "post",
+            "mode": "basic",
+            "provider": "",
         }
 
 

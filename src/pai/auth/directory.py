@@ -3,7 +3,8 @@
 Invariants every operation keeps (a violation raises and the transaction rolls back):
 - every user belongs to the `default` group, which with `admingroup` cannot be deleted;
 - at least one user stays an administrator, so nobody locks the cluster out of itself;
-- changing a password signs the user out everywhere else (their other user tokens die).
+- changing a password signs the user out everywhere else (their other user tokens die);
+- users of a directory (`source` oidc or ldap) have no PAI password: the directory keeps it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from pai.store import identity
 from pai.store.models import Group, User
 
 PROTECTED_GROUPS = (DEFAULT_GROUP, ADMIN_GROUP)
+LOCAL = "local"
+"""`User.source` of users with a PAI password."""
 
 
 class Directory:
@@ -64,6 +67,11 @@ class Directory:
         user = identity.find_user(self._session, username)
         if user is None:
             raise NoUserError(f"user '{username}' does not exist", status=400)
+        if user.source != LOCAL:
+            raise IncorrectPasswordError(
+                f"user '{username}' signs in through the organisation's directory "
+                f"({user.source}), not with a PAI password"
+            )
         if not verify_password(user.password_hash, password):
             raise IncorrectPasswordError("the password is incorrect")
         if needs_rehash(user.password_hash):
@@ -75,8 +83,9 @@ class Directory:
     def create_user(
         self,
         username: str,
-        password: str,
+        password: str | None,
         *,
+        source: str = LOCAL,
         email: str = "",
         admin: bool = False,
         virtual_clusters: Sequence[str] | None = None,
@@ -92,7 +101,8 @@ class Directory:
         user = User(
             username=username,
             email=email,
-            password_hash=hash_password(password),
+            source=source,
+            password_hash="" if password is None else hash_password(password),
             extension=dict(extension or {}),
             groups=_unique(groups),
         )
@@ -117,6 +127,11 @@ class Directory:
         user = self.user(username)
         if email is not None:
             user.email = email
+        if password is not None and user.source != LOCAL:
+            raise ForbiddenUserError(
+                f"the password of '{username}' is kept by the organisation's directory "
+                f"({user.source}): change it there"
+            )
         if password is not None:
             user.password_hash = hash_password(password)
             identity.delete_user_tokens(
@@ -134,6 +149,14 @@ class Directory:
         self._session.delete(self.user(username))
         self._require_an_admin()
 
+    def revoke_tokens(self, username: str) -> None:
+        """Every token of the user stops working at once."""
+        user = self.user(username)
+        for application in (False, True):
+            identity.delete_user_tokens(
+                self._session, user, application=application, keep_hash=None
+            )
+
     def add_to_group(self, username: str, groupname: str) -> User:
         user, group = self.user(username), self.group(groupname)
         if group not in user.groups:
@@ -147,6 +170,18 @@ class Directory:
         if group in user.groups:
             user.groups.remove(group)
         self._require_an_admin()
+        return user
+
+    def set_directory_groups(self, user: User, groups: Iterable[Group]) -> User:
+        """Make `groups` the user's groups with an `externalName` (those the organisation's
+        directory decides), keeping the others."""
+        kept = [group for group in user.groups if not group.external_name]
+        user.groups = _unique(kept + [group for group in groups if group.external_name])
+        self._require_an_admin()
+        return user
+
+    def set_admin(self, user: User, admin: bool) -> User:
+        self._set_admin(user, admin)
         return user
 
     def set_groups(self, username: str, groupnames: Sequence[str]) -> User:

@@ -11,7 +11,11 @@ from starlette.concurrency import run_in_threadpool
 
 from pai.auth.bearer import authenticate_token, remembered_principal
 from pai.auth.bearers import BearerCache
+from pai.auth.ldap import LdapDirectory
+from pai.auth.oidc import OidcProvider, OidcSignIn
+from pai.auth.passwordlogin import PasswordLogins
 from pai.auth.permissions import Principal
+from pai.auth.sealing import SecretBox
 from pai.auth.secret import load_secret_key
 from pai.auth.tokens import TokenService
 from pai.executors.base import Executor
@@ -42,6 +46,10 @@ class ServerContext:
     launcher_type: str
     bearers: BearerCache
     """Who bears the tokens of recent requests (`authenticate`)."""
+    password_logins: PasswordLogins
+    """Who checks a user name and password (PAI, or the LDAP directory)."""
+    oidc: OidcSignIn | None
+    """Sign-ins through the OpenID Connect provider, in `oidc` mode."""
     services: Mapping[type, object] = field(default_factory=dict)
 
     @classmethod
@@ -55,10 +63,18 @@ class ServerContext:
     ) -> ServerContext:
         bearers = BearerCache()
         bearers.watch(database)
+        key = load_secret_key(settings)
+        authn = settings.authn
+        ldap = LdapDirectory(authn.ldap) if authn.ldap is not None else None
+        oidc = (
+            OidcSignIn(OidcProvider(authn.oidc), SecretBox(key), admin_groups=authn.admin_groups)
+            if authn.oidc is not None
+            else None
+        )
         return cls(
             settings=settings,
             database=database,
-            tokens=TokenService(load_secret_key(settings)),
+            tokens=TokenService(key),
             login_failures=StoredRateLimiter(
                 "login", settings.login_rate_limit, 60, what="failed logins"
             ),
@@ -67,6 +83,8 @@ class ServerContext:
             ),
             launcher_type=launcher_type,
             bearers=bearers,
+            password_logins=PasswordLogins(authn, ldap),
+            oidc=oidc,
             services=dict(services),
         )
 

@@ -15,18 +15,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from pai.auth.names import EMAIL_PATTERN, USERNAME_PATTERN
 from pai.server.nul import NUL_REFUSED, find_nul
 from pai.settings import MIN_PASSWORD_LENGTH
 
-USERNAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
-r"""OpenPAI's `^[\w.-]+$` as its server (JavaScript) reads it: `\w` is ASCII there, and not in
-Python or Rust."""
 GROUPNAME_PATTERN = r"^[A-Za-z0-9_]+$"
 VIRTUAL_CLUSTER_PATTERN = r"^[A-Za-z0-9_]+$"
-_EMAIL_PART = r"[^@\x00-\x20\x7f-\x9f]+"
-r"""No `@`, space or control character; spelled out because `\s` means different characters
-in the regular expressions of Python, of pydantic (Rust) and of OpenAPI tools (ECMAScript)."""
-EMAIL_PATTERN = f"^$|^{_EMAIL_PART}@{_EMAIL_PART}\\.{_EMAIL_PART}$"
 MAX_PASSWORD_LENGTH = 256
 """Long enough for any passphrase, short enough that hashing cannot be abused."""
 
@@ -95,9 +89,29 @@ class ServerInfo(BaseModel):
 
 
 class AuthnInfo(BaseModel):
-    authn_type: str
+    authn_type: Literal["basic", "OIDC"]
     loginURI: str
-    loginURIMethod: str
+    loginURIMethod: Literal["get", "post"]
+    mode: Literal["basic", "oidc", "ldap"] = Field(
+        description="PAI: how people sign in; `ldap` logs in with the basic form, checked by "
+        "the organisation's LDAP directory."
+    )
+    provider: str = Field(
+        description="PAI: the OpenID Connect provider's name (for 'Sign in with ...'); empty "
+        "in the other modes."
+    )
+
+
+class OidcTokenRequest(Body):
+    """PAI: exchange the login code a sign-in through the provider ended with."""
+
+    code: str = Field(min_length=1, max_length=256)
+    codeVerifier: str = Field(
+        min_length=43, max_length=128, description="The PKCE verifier of the `code_challenge`."
+    )
+    expiration: int | None = Field(
+        default=None, ge=60, description="Lifetime of the token in seconds (default 86400)."
+    )
 
 
 class LoginRequest(Body):

@@ -67,6 +67,10 @@ class User(Timestamped, Base):
     username: Mapped[str] = mapped_column(String(64), unique=True)
     email: Mapped[str] = mapped_column(String(254), default="")
     password_hash: Mapped[str] = mapped_column(String(255))
+    """Empty for users of a directory (`source` oidc or ldap): they have no PAI password."""
+    source: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
+    """Who vouches for the user: `local` (a PAI password), `oidc` or `ldap` (the directory,
+    which also decides the user's groups with an `externalName` at each sign-in)."""
     extension: Mapped[dict[str, Any]] = mapped_column(default=dict)
     """Free-form per-user data (OpenPAI's user `extension`, e.g. `sshKeys`)."""
 
@@ -114,6 +118,29 @@ class Token(Base):
     last_used_at: Mapped[datetime | None] = mapped_column()
 
     user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class SignIn(Base):
+    """One sign-in through the OpenID Connect provider, from the redirect to the provider to
+    the exchange of its login code for a token. Each step consumes what the previous one
+    left: the `state` once (the provider's redirect back), the login `code` once."""
+
+    __tablename__ = "sign_ins"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    state_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    """SHA-256 of the `state` sent to the provider; cleared when the provider answers."""
+    nonce: Mapped[str] = mapped_column(String(64))
+    sealed_verifier: Mapped[str] = mapped_column(Text)
+    """The PKCE verifier PAI shows the provider, sealed with the cluster key."""
+    redirect_uri: Mapped[str] = mapped_column(Text)
+    """Where the browser goes back with the login code: the portal or a loopback client."""
+    code_challenge: Mapped[str] = mapped_column(String(128))
+    """S256 of the verifier that the client (portal, `pai login`) must show to get the token."""
+    code_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    """SHA-256 of the login code handed to the client, once the provider vouched for the user."""
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    expires_at: Mapped[datetime] = mapped_column(index=True)
 
 
 class IdentityEpoch(Base):

@@ -17,6 +17,6 @@ def server_info(context: Context) -> ServerInfo:
         name="PAI RESTful API",
         version=pai.__version__,
         launcherType="k8s",
-        authnMethod="basic",
+        authnMethod="OIDC" if context.settings.authn.mode == "oidc" else "basic",
         executor=context.launcher_type,
     )

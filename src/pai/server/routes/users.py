@@ -113,6 +113,16 @@ def delete_user(user: str, context: Context, _admin: Admin) -> Message:
     return Message(message=f"user '{user}' is deleted")
 
 
+@router.delete("/{user}/tokens", response_model=Message, responses=ADMIN_ERRORS)
+def revoke_user_tokens(user: str, context: Context, _admin: Admin) -> Message:
+    """PAI: revoke every token of the user (user and application tokens) at once, as when
+    the organisation's directory no longer vouches for them. They can log in again unless
+    the directory refuses them."""
+    with context.database.session() as session:
+        Directory(session).revoke_tokens(user)
+    return Message(message=f"the tokens of user '{user}' are revoked")
+
+
 @router.put(
     "/{user}/group",
     status_code=status.HTTP_201_CREATED,
