@@ -5,9 +5,13 @@ the real one minus HTTP: a SQLite store, the controller, the HiveD scheduler and
 The local executor runs a cluster of eight CPU "nodes" (127.0.0.1..8) with eight slots each.
 With `--engine ray` the same jobs also run on a Ray cluster of four hosts on this machine (a
 head and four workers in network namespaces of their own, eight slots each; needs root), so
-32 tasks spread over 4 hosts, and both engines are measured in the same run.
+32 tasks spread over 4 hosts, and both engines are measured in the same run. With
+`--isolation container` the local executor's jobs also run with every task in a container of
+a busybox image already on the machine (podman, a runtime configuration and registry of the
+benchmark's own: `pai.executors.containersandbox`; needs root), next to host tasks in the
+same run.
 
-    python benchmarks/launch.py [--json] [--runs N] [--engine local|ray]
+    python benchmarks/launch.py [--json] [--runs N] [--engine local|ray] [--isolation host|container]
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from rich.table import Table
 from pai.auth.sealing import SecretBox
 from pai.cluster import ClusterConfig, load_cluster
 from pai.executors.base import Executor
+from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.isolation import IsolationPolicy
 from pai.executors.local import LocalExecutor, kill_processes_under
+from pai.executors.taskfiles import SupervisorConfig
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.intents import find_job, prepare_job, record_job, request_stop
 from pai.runtime.ports import PortAllocator
@@ -64,12 +71,12 @@ def cluster(addresses: dict[str, str]) -> ClusterConfig:
     )
 
 
-def job_text(name: str, tasks: int) -> str:
+def job_text(name: str, tasks: int, image: str) -> str:
     return f"""
 protocolVersion: 2
 name: {name}
 type: job
-prerequisites: [{{type: dockerimage, name: image, uri: "python:3.11"}}]
+prerequisites: [{{type: dockerimage, name: image, uri: "{image}"}}]
 taskRoles:
   worker:
     instances: {tasks}
@@ -81,7 +88,12 @@ taskRoles:
 
 class Bench:
     def __init__(
-        self, home: Path, cluster: ClusterConfig, executor: Executor, ports: PortAllocator
+        self,
+        home: Path,
+        cluster: ClusterConfig,
+        executor: Executor,
+        ports: PortAllocator,
+        image: str = "python:3.11",
     ) -> None:
         self.database = Database(f"sqlite:///{home / 'pai.db'}")
         with self.database.exclusive() as connection:
@@ -97,13 +109,14 @@ class Bench:
             ports=ports,
         )
         self.home = home
+        self.image = image
 
     def submit(self, name: str, tasks: int) -> str:
         job = prepare_job(
             self.cluster,
             self.box,
             username="bench",
-            text=job_text(name, tasks),
+            text=job_text(name, tasks, self.image),
             may_use_vc=lambda _vc: True,
         )
         with self.database.session() as session:
@@ -157,14 +170,26 @@ def run(bench: Bench, runs: int) -> list[dict[str, float]]:
         bench.database.dispose()
 
 
-def measure_local(directory: Path, runs: int) -> list[dict[str, float]]:
-    home = directory / "local"
+def measure_local(
+    directory: Path, runs: int, config: SupervisorConfig | None = None, image: str = "python:3.11"
+) -> list[dict[str, float]]:
+    home = directory / ("local" if config is None else "local-containers")
     addresses = {f"node{i}": f"127.0.0.{i}" for i in range(1, LOCAL_NODES + 1)}
-    executor = LocalExecutor(home / "executor")
+    executor = LocalExecutor(home / "executor", config=config)
     try:
-        return run(Bench(home, cluster(addresses), executor, PortAllocator()), runs)
+        return run(Bench(home, cluster(addresses), executor, PortAllocator(), image), runs)
     finally:
         kill_processes_under(home)
+
+
+def measure_containers(directory: Path, runs: int) -> list[dict[str, float]]:
+    """The local executor's jobs with every task in a container of an image on the node."""
+    with ContainerSandbox(directory / "containers") as sandbox:
+        image = sandbox.busybox("bench/busybox:1")
+        sandbox.podman("pull", "--authfile", str(sandbox.auth_file()), image)
+        os.environ.update(sandbox.env)  # the executor's supervisors start podman with it
+        config = SupervisorConfig(isolation=IsolationPolicy("container"))
+        return measure_local(directory, runs, config, image)
 
 
 def measure_ray(directory: Path, runs: int) -> list[dict[str, float]]:
@@ -191,10 +216,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--runs", type=int, default=20, help="jobs submitted per size")
     parser.add_argument("--engine", choices=("local", "ray"), default="local")
+    parser.add_argument("--isolation", choices=("host", "container"), default="host")
     args = parser.parse_args()
     # Short: Ray's socket paths live under it and must stay within the kernel's 107 bytes.
     with tempfile.TemporaryDirectory(prefix="pai-launch-", dir="/tmp") as directory:
         local = measure_local(Path(directory), args.runs)
+        if args.isolation == "container":
+            show_containers(local, measure_containers(Path(directory), args.runs), args.json)
+            return
         if args.engine == "local":
             if args.json:
                 print(json.dumps(local))
@@ -213,6 +242,22 @@ def main() -> None:
     console.print(table(f"Submit to running, local executor ({LOCAL_NODES} nodes)", local))
     console.print(table(f"Submit to running, Ray ({RAY_WORKERS} hosts)", on_ray))
     console.print(f"Ray p50 / local p50 by tasks: {ratios}")
+
+
+def show_containers(
+    host: list[dict[str, float]], containers: list[dict[str, float]], as_json: bool
+) -> None:
+    ratios = {
+        str(row["tasks"]): round(row["p50_ms"] / host_row["p50_ms"], 2)
+        for host_row, row in zip(host, containers, strict=True)
+    }
+    if as_json:
+        print(json.dumps({"host": host, "container": containers, "container_to_host_p50": ratios}))
+        return
+    console = Console()
+    console.print(table("Submit to running, tasks on the host", host))
+    console.print(table("Submit to running, tasks in containers (image present)", containers))
+    console.print(f"container p50 / host p50 by tasks: {ratios}")
 
 
 def table(title: str, results: list[dict[str, float]]) -> Table:
