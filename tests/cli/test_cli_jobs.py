@@ -219,6 +219,7 @@ def test_the_job_tree_shows_roles_and_tasks(user_pai: Pai, hello: str) -> None:
     assert f"{user_of(user_pai)}~{hello}  SUCCEEDED" in result.stdout
     assert "role main (1 task)" in result.stdout
     assert "task 0  SUCCEEDED  node " in result.stdout
+    assert "on the host (image python:3.11 not used)" in result.stdout  # no container runtime
     assert "retries 0 (user 0, platform 0, resource 0)" in result.stdout
     assert detail["name"] == hello
     assert detail["taskRoles"]["main"]["taskStatuses"][0]["taskState"] == "SUCCEEDED"
