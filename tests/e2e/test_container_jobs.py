@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from e2e.pai_process import PaiUp
+from e2e.test_interactive_ssh import JOB as SSH_JOB
 from e2e.test_interactive_ssh import run_in_task, wait_for_ssh
 from pai.executors.containersandbox import ContainerSandbox
 from pai.executors.local import kill_processes_under
@@ -79,31 +80,12 @@ def wait_running(client: Client, name: str) -> None:
         time.sleep(0.2)
 
 
-SSH_JOB = """\
-protocolVersion: 2
-name: shell
-type: job
-taskRoles:
-  worker:
-    instances: 2
-    dockerImage: image
-    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
-    commands: [sleep 600]
-extras:
-  com.microsoft.pai.runtimeplugin:
-    - plugin: ssh
-      parameters: {jobssh: true, sshbarrier: true}
-"""
-
-
 def test_an_ssh_session_opens_inside_the_tasks_container_and_reaches_its_peer(
     alice: Client, container_sandbox: ContainerSandbox, python_image: str
 ) -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
     alice.add_ssh_key("laptop", key.export_public_key().decode())
-    job = yaml.safe_load(SSH_JOB)
-    job["prerequisites"] = [{"type": "dockerimage", "name": "image", "uri": "placeholder"}]
-    alice.submit(in_image(yaml.safe_dump(job), python_image, container_sandbox.password))
+    alice.submit(in_image(SSH_JOB, python_image, container_sandbox.password))
     wait_running(alice, "shell")  # a running task's SSH server listens
     info = wait_for_ssh(alice, "shell", tasks=2)
     task0 = info.container("worker", 0)

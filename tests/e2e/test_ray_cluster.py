@@ -44,17 +44,24 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
+def ray_sandbox_root(requirement: Callable[[bool, str], None], prefix: str) -> Path:
+    """A new directory for a Ray sandbox, once this machine can run one."""
     requirement(sys.platform == "linux" and os.geteuid() == 0, "network namespaces need root")
     requirement(shutil.which("ip") is not None, "iproute2 (`ip`) is not installed")
     try:
-        from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+        import pai.executors.ray.sandbox  # noqa: F401 - Ray, with the `ray` extra
     except ImportError:
         requirement(False, "Ray is not installed (pip install 'pai[ray]')")
         raise
     # Short: Ray's socket paths live under it and must stay within the kernel's 107 bytes.
-    root = Path(tempfile.mkdtemp(prefix="pai-ray-", dir="/tmp"))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@pytest.fixture(scope="module")
+def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
+    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+
+    root = ray_sandbox_root(requirement, "pai-ray-")
     cluster = RaySandbox(root, [WorkerSpec(name, cpus=2, gpus=2) for name in WORKERS])
     with cluster:
         yield cluster

@@ -6,10 +6,6 @@ PAI's parameter-server example spreads over both hosts, and its tasks talk over 
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +15,7 @@ import yaml
 
 from e2e.pai_process import PaiUp
 from e2e.test_container_jobs import in_image
-from e2e.test_ray_cluster import alive, wait_until
+from e2e.test_ray_cluster import alive, ray_sandbox_root, wait_until
 from pai.executors.containersandbox import ContainerSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
@@ -38,14 +34,9 @@ class RayContainers:
 def ray_containers(
     container_sandbox: ContainerSandbox, requirement: Callable[[bool, str], None]
 ) -> Iterator[RayContainers]:
-    requirement(sys.platform == "linux" and os.geteuid() == 0, "network namespaces need root")
-    requirement(shutil.which("ip") is not None, "iproute2 (`ip`) is not installed")
-    try:
-        from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
-    except ImportError:
-        requirement(False, "Ray is not installed (pip install 'pai[ray]')")
-        raise
-    root = Path(tempfile.mkdtemp(prefix="pai-rayc-", dir="/tmp"))
+    root = ray_sandbox_root(requirement, "pai-rayc-")
+    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+
     with pytest.MonkeyPatch.context() as patch:
         for name, value in container_sandbox.env.items():
             patch.setenv(name, value)  # the workers' podman uses the sandbox's configuration

@@ -14,10 +14,13 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 MOUNTINFO = Path("/proc/self/mountinfo")
+OOM_KILL_WAIT = 2.0
+"""How long after an OOM event the kill count is watched for the kill."""
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,23 @@ class OomWatch:
             while True:
                 select.select([eventfd], [], [])
                 os.eventfd_read(eventfd)
-                count = self._count()
-                if count is None:
+                if not self._count_rises():
                     return  # the cgroup was removed
-                if count > 0:
-                    self._killed = True
         finally:
             os.close(eventfd)
+
+    def _count_rises(self) -> bool:
+        """After an OOM event: watch the kill count, which the kernel raises once the killer
+        has chosen (just after it signals the event). False once the cgroup is gone."""
+        deadline = time.monotonic() + OOM_KILL_WAIT
+        while (count := self._count()) is not None:
+            if count > 0:
+                self._killed = True
+                return True
+            if time.monotonic() > deadline:
+                return True  # an OOM event without a kill (yet): wait for the next one
+            time.sleep(0.005)
+        return False
 
     def _count(self) -> int | None:
         assert self._cgroup.memory_dir is not None

@@ -30,7 +30,8 @@ import subprocess
 import tarfile
 import time
 from pathlib import Path
-from types import TracebackType
+
+from pai.executors.sandbox import Sandbox
 
 REGISTRY_USER = "pai"
 DEBIAN_SUITE = "bookworm"
@@ -54,7 +55,7 @@ def missing_tools() -> list[str]:
     return [package for tool, package in needed.items() if shutil.which(tool) is None]
 
 
-class ContainerSandbox:
+class ContainerSandbox(Sandbox):
     """See the module docstring. `start()` (or `with`) builds it, `close()` takes it down."""
 
     def __init__(self, root: Path) -> None:
@@ -87,18 +88,6 @@ class ContainerSandbox:
             "CONTAINERS_STORAGE_CONF": str(self.root / "storage.conf"),
             "CONTAINERS_REGISTRIES_CONF": str(self.root / "registries.conf"),
         }
-
-    def __enter__(self) -> ContainerSandbox:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def start(self) -> None:
         missing = missing_tools()

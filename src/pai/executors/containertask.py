@@ -46,7 +46,7 @@ from pai.executors.images import (
     pull_lock,
     pulled_every_time,
 )
-from pai.executors.mounts import Mount, MountFailed
+from pai.executors.mounts import Mount, MountFailed, prepare_source
 from pai.executors.taskfiles import Exited, LaunchRecord, ProcessIdentity, TaskFiles
 from pai.runtime.classification import ExitCode
 
@@ -177,20 +177,7 @@ class ContainerRun:
         if previous is not None and previous.is_dir() and previous != record.working_dir:
             binds.append(Mount(str(previous), str(previous), read_only=True))
         for mount in record.mounts:
-            source = Path(mount.source)
-            if mount.create_source:
-                try:
-                    source.mkdir(mode=0o755, exist_ok=True)
-                except OSError as error:
-                    raise MountFailed(
-                        f"cannot make the folder {source}: {error.strerror}", transient=True
-                    ) from None
-            if not source.is_dir():
-                raise MountFailed(
-                    f"the storage's directory {source} does not exist on this node; the "
-                    "administrator must mount it on every node",
-                    transient=True,
-                )
+            prepare_source(mount)
             binds.append(mount)
         return binds
 

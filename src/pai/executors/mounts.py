@@ -132,8 +132,9 @@ def make_mounts(mounts: Sequence[Mount], hide: str | None = None) -> None:
             _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
 
 
-def _open_source(mount: Mount) -> int:
-    """A descriptor of the mount's source folder (made first when asked)."""
+def prepare_source(mount: Mount) -> Path:
+    """The mount's source folder, made first when asked; a missing one is a transient failure
+    (another node, or a later try, may have it)."""
     source = Path(mount.source)
     if mount.create_source:
         try:
@@ -148,7 +149,12 @@ def _open_source(mount: Mount) -> int:
             "administrator must mount it on every node",
             transient=True,
         )
-    return os.open(source, os.O_PATH | os.O_DIRECTORY)
+    return source
+
+
+def _open_source(mount: Mount) -> int:
+    """A descriptor of the mount's source folder (made first when asked)."""
+    return os.open(prepare_source(mount), os.O_PATH | os.O_DIRECTORY)
 
 
 def _become(uid: int, gid: int) -> None:

@@ -75,9 +75,6 @@ class SimulatedExecutor:
         self._tasks: dict[str, _SimulatedTask] = {}
         self._finishing: list[tuple[float, int, str]] = []  # (finish time, order, key)
         self._order = itertools.count()
-
-    def isolation_on(self, node: str) -> str:
-        return ISOLATION
         self._due: list[TaskEvent] = []  # happened at the current time (starts, kills)
         spec = builtin_exit_spec()
         self._verdicts: dict[int, Classification] = {
@@ -86,6 +83,9 @@ class SimulatedExecutor:
         }
 
     # -- the Executor protocol --------------------------------------------------------------------
+
+    def isolation_on(self, node: str) -> str:
+        return ISOLATION
 
     def launch(self, task: TaskLaunch) -> None:
         check_task_key(task.key)

@@ -28,11 +28,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import psutil
 
 from pai.executors.local import kill_processes_under
+from pai.executors.sandbox import Sandbox
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 # Ray's own ports on a worker: fixed, and below PAI's task ports (15000-40000).
@@ -61,7 +61,7 @@ class WorkerSpec:
     gpus: int = 0
 
 
-class RaySandbox:
+class RaySandbox(Sandbox):
     """See the module docstring. `start()` (or `with`) builds it, `close()` takes it down."""
 
     def __init__(self, root: Path, workers: Sequence[WorkerSpec]) -> None:
@@ -91,18 +91,6 @@ class RaySandbox:
 
     def namespace(self, name: str) -> str:
         return f"{self._tag}-{name}"
-
-    def __enter__(self) -> RaySandbox:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def start(self) -> None:
         if os.geteuid() != 0 or shutil.which("ip") is None:
