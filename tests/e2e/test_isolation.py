@@ -55,7 +55,8 @@ def snooping(home: Path, neighbour_work: Path) -> list[str]:
         " || echo 'neighbour files: refused'",
         f"ps -eo pid,args | grep -v grep | grep -q {MARKER} && echo 'neighbour processes: SEEN'"
         " || echo 'neighbour processes: unseen'",
-        "ps -eo args | grep -q 'pai up' && echo 'platform: SEEN' || echo 'platform: unseen'",
+        "ps -eo args | grep -v grep | grep -q 'pai up' && echo 'platform: SEEN'"
+        " || echo 'platform: unseen'",
     ]
 
 
