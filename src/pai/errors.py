@@ -159,29 +159,39 @@ class ConflictItemError(PaiError):
     default_status = 409
 
 
-class InsufficientStorageError(PaiError):
+class RetryLater(PaiError):
+    """An error that passes: `retry_after` (seconds), when known, becomes the `Retry-After`
+    header, which clients wait for before they try again."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+class InsufficientStorageError(RetryLater):
     """The storage has no room for the data (507, as WebDAV answers a full store)."""
 
     code = "InsufficientStorageError"
     default_status = 507
 
 
-class TooManyRequestsError(PaiError):
-    """A rate limit was hit; `retry_after` (seconds) becomes the `Retry-After` header."""
+class TooManyRequestsError(RetryLater):
+    """A rate limit was hit."""
 
     code = "TooManyRequestsError"
     default_status = 429
 
     def __init__(self, message: str, *, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        super().__init__(message, retry_after=retry_after)
 
 
-class ServiceUnavailableError(PaiError):
+class ServiceUnavailableError(RetryLater):
     code = "ServiceUnavailableError"
     default_status = 503
 

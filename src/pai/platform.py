@@ -70,10 +70,12 @@ def open_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpec
 
 
 def supervisor_config(settings: Settings, cluster: ClusterConfig) -> SupervisorConfig:
-    """How tasks are supervised: on every node with the installation's isolation, and a
-    stopped task's grace period defaults to the cluster file's."""
+    """How tasks are supervised: on every node with the installation's isolation and disk
+    floor, and a stopped task's grace period defaults to the cluster file's."""
     return SupervisorConfig(
-        stop_grace_seconds=cluster.stop_grace_seconds, isolation=settings.isolation_policy
+        stop_grace_seconds=cluster.stop_grace_seconds,
+        isolation=settings.isolation_policy,
+        disk_floor=settings.disk_floor,
     )
 
 

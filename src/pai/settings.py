@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pai.authn_settings import AuthnSettings
+from pai.diskfloor import DiskFloor, DiskFloorError
 from pai.errors import ConfigurationError
 from pai.executors.isolation import (
     AUTO,
@@ -108,6 +109,7 @@ class Settings:
     container_runtime: str = ""
     task_user: str = DEFAULT_TASK_USER
     task_pids_limit: int = DEFAULT_PIDS_LIMIT
+    disk_floor: DiskFloor = field(default_factory=DiskFloor)
     authn: AuthnSettings = field(default_factory=AuthnSettings)
     """How people sign in (`PAI_AUTHN_MODE`, `PAI_OIDC_*`, `PAI_LDAP_*`)."""
 
@@ -259,6 +261,16 @@ def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
                 "list such as 10.0.0.5, 10.1.0.0/16)"
             ) from None
     return tuple(networks)
+
+
+def _disk_floor(env: Mapping[str, str]) -> DiskFloor:
+    raw = env.get("PAI_DISK_FLOOR")
+    if not raw:
+        return DiskFloor()
+    try:
+        return DiskFloor.parse(raw)
+    except DiskFloorError as error:
+        raise ConfigurationError(str(error)) from None
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

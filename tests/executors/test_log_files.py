@@ -1,10 +1,20 @@
-"""Capped task logs: the tail is always kept, and a follower never misses or repeats data."""
+"""Capped task logs: the tail is always kept, a follower never misses or repeats data, and a
+log never takes the room kept for PAI's store."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from pai.diskfloor import DiskFloor, RoomWatch
 from pai.executors.logfiles import CappedLogWriter, LogReader, follow_log, read_log
+
+MIB = 1024 * 1024
 
 
 def numbered_lines(count: int) -> list[bytes]:
@@ -106,3 +116,40 @@ def test_a_reader_can_start_where_an_earlier_copy_ended(tmp_path: Path) -> None:
     assert (resumed.read(), at_end.read()) == (b"new\n", b"")
     resumed.close()
     at_end.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterator[Path]:
+    requirement(os.geteuid() == 0, "mounting a small file system needs root")
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)], check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount_point)], check=False)
+
+
+def test_a_log_stops_above_the_floor_says_so_and_goes_on_once_there_is_room(
+    small_disk: Path,
+) -> None:
+    floor = DiskFloor.parse("1MiB")
+    other = small_disk / "other"
+    other.write_bytes(b"o" * 1024 * 1024)
+    watch = RoomWatch(small_disk, floor, interval=0)  # looks at every write
+    writer = CappedLogWriter(small_disk / "user-all", 64 * MIB, watch)
+    line = b"x" * 4095 + b"\n"
+
+    for _ in range(1024):  # 4 MiB of output on a 4 MiB disk
+        writer.write(line)
+    cut = (small_disk / "user-all").read_bytes()
+    other.unlink()  # room is made
+    writer.write(b"after\n")
+    writer.close()
+
+    assert shutil.disk_usage(small_disk).free >= MIB  # the store's share was never touched
+    assert b"[pai] this log is cut here: the node is out of disk space" in cut
+    tail = (small_disk / "user-all").read_bytes()[len(cut) :]
+    assert tail.startswith(b"[pai] the log goes on: ")
+    assert b"bytes of output were lost meanwhile\n" in tail
+    assert tail.endswith(b"after\n")

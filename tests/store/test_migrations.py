@@ -31,7 +31,7 @@ def test_an_empty_database_is_upgraded_to_exactly_the_models(pai_database_url: s
     try:
         assert database.current_revision() is None
         upgrade(database)
-        assert database.current_revision() == head_revision() == "0010_sign_ins"
+        assert database.current_revision() == head_revision() == "0011_submission_ids"
         assert schema_differences(database) == []
     finally:
         database.dispose()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from pai.auth.bearers import BearerCache
 from pai.auth.permissions import Grants, Principal
 from pai.auth.tokens import TokenService
 from pai.store import Database, identity
+from pai.store.failures import store_failure
+
+log = logging.getLogger(__name__)
 
 
 def remembered_principal(
@@ -32,7 +36,8 @@ def authenticate_token(
     The token, its user and their groups are read in one query, in a read-only transaction
     (checking the token of a request never waits for the database's write lock), unless they
     were read before and no identity change committed since (`BearerCache`). The token's last
-    use is written in a short transaction of its own, at most once a minute.
+    use is written in a short transaction of its own, at most once a minute, and not at all
+    while the store cannot take writes (a full disk, a restart): the request goes on.
     """
     claims = tokens.decode(token)
     generation = bearers.generation()
@@ -46,7 +51,14 @@ def authenticate_token(
     tokens.check_expiry(bearer)
     used_at = tokens.use_to_record(bearer)
     if used_at is not None:
-        with database.session() as session:
-            identity.record_token_use(session, claims.token_hash, used_at)
-        bearers.remember(claims.token_hash, replace(bearer, last_used_at=used_at), generation)
+        try:
+            with database.session() as session:
+                identity.record_token_use(session, claims.token_hash, used_at)
+        except Exception as error:
+            if store_failure(error) is None:
+                raise
+            # A request is not refused because its token's last use cannot be noted.
+            log.warning("the last use of a token is not recorded: %s", error)
+        else:
+            bearers.remember(claims.token_hash, replace(bearer, last_used_at=used_at), generation)
     return Principal(token=claims, grants=Grants.of_groups(bearer.groups))

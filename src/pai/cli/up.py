@@ -20,6 +20,7 @@ from rich.table import Table
 
 from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_cluster
 from pai.cluster.model import ClusterConfig
+from pai.diskfloor import room
 from pai.errors import ConfigurationError
 from pai.executors.isolation import IsolationError, resolve
 from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
@@ -269,6 +270,8 @@ def _announce(
         table.add_row(name, cells or "-", ", ".join(vc.pinned_cells) or "-")
     console.print(f"[bold]PAI[/bold] is starting at [link={url}]{url}[/link]")
     console.print(f"  home:    {settings.home}")
+    home_room = room(settings.home, settings.disk_floor)
+    console.print(f"  room:    {home_room.describe()}", style="red" if home_room.short else None)
     console.print(f"  engine:  {_engine_line(settings)}")
     console.print(f"  tasks:   {_tasks_line(settings)}")
     console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")

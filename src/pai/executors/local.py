@@ -31,6 +31,7 @@ from typing import Any
 
 import psutil
 
+from pai.diskfloor import RoomWatch
 from pai.executors.base import (
     Executor,
     ExecutorError,
@@ -132,6 +133,7 @@ class LocalExecutor(Executor):
             config or SupervisorConfig(), exit_spec_path=str(admin_path) if admin_path else None
         )
         self.node_isolation: NodeIsolation = resolve(self._config.isolation)
+        self._room = RoomWatch(self._jobs_dir, self._config.disk_floor)
         self._hidden_root = _private_root(self._jobs_dir.parent)
         self._runtime_env = {
             name: os.environ[name]
@@ -158,16 +160,22 @@ class LocalExecutor(Executor):
 
     def node_states(self) -> Mapping[str, NodeState]:
         """Every node is an address of this machine, alive while PAI runs, unless the machine
-        cannot run tasks as its isolation requires."""
-        problem = self.node_isolation.problem
+        cannot run tasks as its isolation requires, or its disk is under PAI's floor."""
+        problem = self.node_isolation.problem or self.disk_problem()
         if problem is None:
             return {}
         return {node: NodeState(node, NodeCondition.BAD, problem) for node in self._nodes}
 
+    def disk_problem(self) -> str | None:
+        """Why no task may start here for lack of disk space (None while there is room)."""
+        room = self._room.current()
+        return f"node {room.shortage()}" if room.low else None
+
     def launch(self, task: TaskLaunch) -> None:
         isolation = self.node_isolation
-        if isolation.problem is not None:
-            raise ExecutorError(f"task {task.key}: {isolation.problem}")
+        problem = isolation.problem or self.disk_problem()
+        if problem is not None:
+            raise ExecutorError(f"task {task.key}: {problem}")
         if task.isolation is not None and task.isolation != isolation.mode:
             raise ExecutorError(
                 f"task {task.key} was prepared for isolation {task.isolation!r}, but this node "

@@ -9,12 +9,16 @@ loses nothing.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from pai.diskfloor import RoomWatch
 
 READ_CHUNK = 64 * 1024
 
@@ -24,25 +28,67 @@ def previous_segment(path: Path) -> Path:
 
 
 class CappedLogWriter:
-    """Appends to a stream from any thread, rotating segments to keep at most `cap_bytes`."""
+    """Appends to a stream from any thread, rotating segments to keep at most `cap_bytes`.
 
-    def __init__(self, path: Path, cap_bytes: int) -> None:
+    With a `room` watch, it writes only while the disk is above PAI's floor
+    (`pai.diskfloor`): under it, the log says it is cut, output is dropped (and counted), and
+    writing goes on with a note once there is room again."""
+
+    def __init__(self, path: Path, cap_bytes: int, room: RoomWatch | None = None) -> None:
         self._path = path
         self._segment_bytes = max(1, cap_bytes // 2)
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = os.fstat(self._fd).st_size
+        self._room = room
+        self._dropped: int | None = None  # bytes dropped since the log was cut; None: not cut
 
     def write(self, data: bytes) -> None:
         with self._lock:
-            view = memoryview(data)
-            while view:
-                if self._size >= self._segment_bytes:
-                    self._rotate()
-                room = self._segment_bytes - self._size
-                written = os.write(self._fd, view[:room])
-                self._size += written
-                view = view[written:]
+            if self._cut(len(data)):
+                return
+            try:
+                self._append(data)
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                self._dropped = len(data)  # the disk filled before the watch saw it
+
+    @property
+    def cut(self) -> bool:
+        """Whether output is being dropped for lack of room."""
+        return self._dropped is not None
+
+    def _cut(self, size: int) -> bool:
+        """Whether to drop `size` bytes: the disk is under its floor (the log then says so
+        once), or was and the log now says how much was lost."""
+        if self._room is None:
+            return False
+        room = self._room.current(size)
+        if room.short:
+            if self._dropped is None:
+                self._dropped = 0
+                self._note(f"\n[pai] this log is cut here: the node is {room.shortage()}\n")
+            self._dropped += size
+            return True
+        if self._dropped is not None:
+            dropped, self._dropped = self._dropped, None
+            self._note(f"[pai] the log goes on: {dropped} bytes of output were lost meanwhile\n")
+        return False
+
+    def _note(self, text: str) -> None:
+        with contextlib.suppress(OSError):  # not even room for the note
+            self._append(text.encode())
+
+    def _append(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._size >= self._segment_bytes:
+                self._rotate()
+            room = self._segment_bytes - self._size
+            written = os.write(self._fd, view[:room])
+            self._size += written
+            view = view[written:]
 
     def close(self) -> None:
         with self._lock:

@@ -26,7 +26,9 @@ file or the command line, because it carries the job's secrets.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -41,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from pai.diskfloor import RoomWatch
 from pai.executors.base import LogStream, TaskResult
 from pai.executors.containertask import ContainerPlan, ContainerRun, StartFailed
 from pai.executors.hosttask import HostRun, kill_descendants
@@ -69,6 +72,7 @@ PUMP_JOIN_TIMEOUT = 5.0
 SSH_READY_TIMEOUT = 30.0
 SSH_DIR = ".pai-ssh"
 IMAGE_LOCKS_DIR = "image-locks"
+RESULT_RETRY_INTERVAL = 1.0
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -146,9 +150,22 @@ class Supervisor:
             )
         result = TaskResult(classification, self._started_at, utc_now(), record.isolation)
         self._note(f"finished: exit code {result.exit_code} ({classification.phrase})")
-        self._files.write_result(result)
-        self._runtime_log.close()
+        self._record_result(result)
+        with contextlib.suppress(OSError):
+            self._runtime_log.close()
         return 0
+
+    def _record_result(self, result: TaskResult) -> None:
+        """Write how the task ended, waiting for room on a full disk: the platform learns it
+        from this file alone, however long that takes."""
+        while True:
+            try:
+                self._files.write_result(result)
+                return
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                time.sleep(RESULT_RETRY_INTERVAL)
 
     def _where(self) -> str:
         record = self._record
@@ -315,9 +332,11 @@ class Supervisor:
         return _failing_script(message, BARRIER_FAILED)
 
     def _open_logs(self) -> dict[LogStream, CappedLogWriter]:
+        """The task's log files, written while their disk has room above PAI's floor."""
         cap = self._config.log_cap_bytes
+        room = RoomWatch(self._record.log_dir, self._config.disk_floor)
         return {
-            stream: CappedLogWriter(self._record.log_dir / stream, cap)
+            stream: CappedLogWriter(self._record.log_dir / stream, cap, room)
             for stream in (LogStream.STDOUT, LogStream.STDERR, LogStream.ALL)
         }
 
@@ -436,7 +455,9 @@ class Supervisor:
         return read_log(self._record.log_dir / stream, tail).decode("utf-8", errors="replace")
 
     def _note(self, message: str) -> None:
-        self._runtime_log.write(f"{utc_now().isoformat(timespec='milliseconds')} [pai] {message}\n")
+        line = f"{utc_now().isoformat(timespec='milliseconds')} [pai] {message}\n"
+        with contextlib.suppress(OSError):  # a full disk must not end the supervisor
+            self._runtime_log.write(line)
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_signal = signum

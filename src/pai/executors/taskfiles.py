@@ -30,6 +30,7 @@ from typing import Any
 
 import psutil
 
+from pai.diskfloor import DiskFloor
 from pai.executors.base import KillReason, TaskLaunch, TaskResult
 from pai.executors.isolation import HOST, IsolationPolicy, TaskUser
 from pai.executors.mounts import Mount
@@ -77,6 +78,8 @@ class SupervisorConfig:
     # when the worker exits, and a task must outlive the Ray worker that started it).
     detach: bool = False
     isolation: IsolationPolicy = field(default_factory=IsolationPolicy)
+    disk_floor: DiskFloor = field(default_factory=DiskFloor)
+    """Free space kept on the disk of tasks' directories for PAI's store (`pai.diskfloor`)."""
 
     def __post_init__(self) -> None:
         if self.log_cap_bytes < 2:
@@ -90,6 +93,7 @@ class SupervisorConfig:
             "inherit_env": list(self.inherit_env),
             "lifeline": self.lifeline.to_dict() if self.lifeline else None,
             "isolation": self.isolation.to_dict(),
+            "disk_floor": self.disk_floor.to_dict(),
         }
 
     @classmethod
@@ -101,6 +105,9 @@ class SupervisorConfig:
                 "inherit_env": tuple(data["inherit_env"]),
                 "lifeline": ProcessIdentity.from_dict(lifeline) if lifeline else None,
                 "isolation": IsolationPolicy(**data.get("isolation", {})),
+                "disk_floor": DiskFloor(**data["disk_floor"])
+                if "disk_floor" in data
+                else DiskFloor(),
             }
         )
 

@@ -67,6 +67,7 @@ from pai.scheduler.types import (
 from pai.storage.access import Credentials
 from pai.storage.jobs import JobStorages, TaskStorages
 from pai.store import Database
+from pai.store.failures import store_failure
 from pai.store.models import JobEvent, JobRow, NodeCordon
 from pai.store.recordsets import json_rows, rows_documents
 
@@ -159,6 +160,9 @@ class Controller:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_intent_check = 0.0
+        self.may_act: Callable[[], bool] = lambda: True
+        """Whether this controller may act now (its term holds the controller lease)."""
+        self._store_failing: str | None = None  # why the store took no writes, since it did not
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -223,11 +227,31 @@ class Controller:
                 self._stopping.wait(max(0.0, batch_ends - time.monotonic()))
                 self._last_intake = time.monotonic()
             self._wake.clear()
+            if not self.may_act():
+                continue  # the lease is not (yet again) known to be held: decide nothing
             try:
                 self.run_once(check_intents=woken)
-            except Exception:  # a bug must not stop every job in the cluster
-                log.exception("controller pass failed; retrying")
+            except Exception as error:  # a bug must not stop every job in the cluster
+                self._on_failed_pass(error)
                 time.sleep(1.0)
+            else:
+                if self._store_failing is not None:
+                    log.warning("the store takes writes again: the controller's decisions are in")
+                    self._store_failing = None
+
+    def _on_failed_pass(self, error: Exception) -> None:
+        """A store that cannot be written (full disk) or reached (a restart) is said once; the
+        pass's decisions stay in memory, and launches and stops wait for them to be written."""
+        failure = store_failure(error)
+        if failure is None:
+            log.exception("controller pass failed; retrying")
+        elif self._store_failing is None:
+            self._store_failing = failure.message
+            log.warning(
+                "the store takes no writes (%s): the controller keeps its decisions in memory "
+                "and writes them, then acts on them, once it can",
+                error,
+            )
 
     def _poll_interval(self) -> float:
         if self._starting and time.monotonic() < self._watch_launches_until:
@@ -515,11 +539,27 @@ class Controller:
             bound = []
         for group, placement in bound:
             self._commit(job, group, placement, now)
+        if blocked is not None and blocked.kind is WaitKind.BAD_NODES:
+            blocked = self._with_node_messages(blocked)
         if job.wait_reason != blocked:
             job.wait_reason = blocked
             self._changed[job.id] = job
             if blocked is not None:
                 self._record(job, "Normal", "Waiting", blocked.message)
+
+    def _with_node_messages(self, reason: WaitReason) -> WaitReason:
+        """A wait for unhealthy nodes says what each of them lacks ("node out of disk space",
+        "gone from the Ray cluster", ...)."""
+        listed = reason.details.get("nodes")
+        nodes = [str(node) for node in listed] if isinstance(listed, list) else []
+        why = [
+            f"{node}: {state.message}"
+            for node in nodes
+            if (state := self._node_states.get(node)) is not None and state.message
+        ]
+        if not why:
+            return reason
+        return WaitReason(reason.kind, f"{reason.message} {'; '.join(why)}", reason.details)
 
     def _commit(
         self, job: ActiveJob, group: GroupRequest, placement: Placement, now: float

@@ -70,6 +70,10 @@ class PreparedJob:
         return f"{self.username}~{self.name}"
 
     @property
+    def submission_id(self) -> str | None:
+        return self.values.get("submission_id")
+
+    @property
     def mounts_storages(self) -> bool:
         """Whether the job names storages (`extras.storages`), which are checked and
         recorded with it (`pai.storage.jobs.attach_storages`)."""
@@ -83,8 +87,10 @@ def prepare_job(
     username: str,
     text: str | bytes,
     may_use_vc: Callable[[str], bool],
+    submission_id: str | None = None,
 ) -> PreparedJob:
-    """Validate a job file for `username`, reading nothing from the store."""
+    """Validate a job file for `username`, reading nothing from the store. `submission_id` is
+    the client's name for this submission, if it gave one (see `record_jobs`)."""
     try:
         submitted = parse_submitted_job(text)
     except ProtocolError as invalid:
@@ -122,19 +128,24 @@ def prepare_job(
             "total_gpus": spec.total_gpus,
             "total_roles": len(spec.task_roles),
             "allocations": [],
+            "submission_id": submission_id,
         }
     )
 
 
 def record_job(session: Session, job: PreparedJob) -> JobRow:
     """Record one prepared job; a name its user already has is found by the table's unique
-    constraint, which holds under concurrent submissions."""
-    row = JobRow(**job.values)
-    session.add(row)
+    constraint, which holds under concurrent submissions. The same submission sent again
+    (the same submission id) finds the job it recorded."""
     try:
-        session.flush()
+        with session.begin_nested():
+            row = JobRow(**job.values)
+            session.add(row)
     except IntegrityError:
-        raise _conflict(job) from None
+        earlier = find_job(session, job.framework_name)
+        if job.submission_id is None or earlier.submission_id != job.submission_id:
+            raise _conflict(job) from None
+        return earlier
     return row
 
 
@@ -156,11 +167,40 @@ def record_jobs(session: Session, jobs: Sequence[PreparedJob]) -> list[ConflictJ
         results = [session.connection().execute(_INSERT_JOBS, [job.values for job in jobs])]
     recorded = {(username, name) for result in results for username, name in result}
     outcomes: list[ConflictJobError | None] = []
+    refused: list[PreparedJob] = []
     for job in jobs:
         key = (job.username, job.name)
-        outcomes.append(None if key in recorded else _conflict(job))
-        recorded.discard(key)  # a second job of the same name in `jobs` was not recorded
-    return outcomes
+        if key in recorded:
+            outcomes.append(None)
+            recorded.discard(key)  # a second job of the same name in `jobs` was not recorded
+        else:
+            outcomes.append(_conflict(job))
+            refused.append(job)
+    sent_again = _sent_again(session, refused)
+    return [
+        None if outcome is not None and job.framework_name in sent_again else outcome
+        for job, outcome in zip(jobs, outcomes, strict=True)
+    ]
+
+
+def _sent_again(session: Session, refused: Sequence[PreparedJob]) -> set[str]:
+    """Of jobs refused for their names, those recorded before under the same submission id:
+    sent again by a client that did not learn the first one's answer."""
+    named = [job for job in refused if job.submission_id is not None]
+    if not named:
+        return set()
+    rows = session.execute(
+        select(JobRow.username, JobRow.name, JobRow.submission_id).where(
+            JobRow.username.in_({job.username for job in named}),
+            JobRow.name.in_({job.name for job in named}),
+        )
+    ).all()
+    ids = {(row.username, row.name): row.submission_id for row in rows}
+    return {
+        job.framework_name
+        for job in named
+        if ids.get((job.username, job.name)) == job.submission_id
+    }
 
 
 _JOBS = JobRow.metadata.tables[JobRow.__tablename__]

@@ -4,9 +4,11 @@ A controller takes the lease when there is none or the last holder's has expired
 every few seconds. Another one waits, trying now and then, and takes over once the holder stops
 renewing (it died, or lost the database). A holder stops acting as soon as it cannot be sure
 it still holds the lease: when its own deadline (the expiry it last wrote, less a margin for
-clocks that differ) has passed without a renewal, or when a renewal finds another holder. Since
-a successor takes over only after that expiry, the two never act at once; the `epoch`, raised
-at each takeover, tells a late holder that it was replaced.
+clocks that differ) has passed without a renewal. Since a successor takes over only after that
+expiry, the two never act at once. The holder keeps trying to renew, though: a lease nobody
+took meanwhile (the database was away for everybody: restarting, its disk full) is still its
+own, and it acts again once a renewal succeeds. A renewal that finds another holder, or a
+raised `epoch` (raised at each takeover), ends its term.
 
 Clocks: expiries are written with the holder's clock and read with the successor's, so the
 machines of a multi-machine deployment must keep their clocks in step (NTP) to within the
@@ -75,6 +77,7 @@ class Leadership:
         self.epoch: int | None = None
         self._deadline = 0.0  # monotonic: act no longer than this without a renewal
         self._next_renewal = 0.0
+        self._failing_since: float | None = None  # monotonic: renewals fail since then
 
     @property
     def held(self) -> bool:
@@ -118,12 +121,11 @@ class Leadership:
             return lease.epoch
 
     def renew_if_due(self) -> bool:
-        """Renew when due; False once the lease is lost (stop acting then, and start over
-        as a standby)."""
-        if not self.held:
-            self.epoch = None
+        """Renew when due, and past the deadline at every call; False once the lease is lost
+        to another controller (stop acting then, and start over as a standby)."""
+        if self.epoch is None:
             return False
-        if time.monotonic() < self._next_renewal:
+        if self.held and time.monotonic() < self._next_renewal:
             return True
         started = time.monotonic()
         try:
@@ -135,11 +137,18 @@ class Leadership:
                     self.epoch = None
                     return False
                 lease.expires_at = datetime.now(UTC) + timedelta(seconds=self.terms.duration)
-        except Exception:  # the database is away: keep acting only until the deadline
-            log.warning("%s could not renew the controller lease", self.holder, exc_info=True)
-            if not self.held:
-                self.epoch = None
-            return self.epoch is not None
+        except Exception as error:  # the database is away: act only until the deadline
+            if self._failing_since is None:
+                self._failing_since = started
+                log.warning("%s could not renew the controller lease: %s", self.holder, error)
+            return True
+        if self._failing_since is not None:
+            log.info(
+                "%s renewed the controller lease again after %.1f s",
+                self.holder,
+                started - self._failing_since,
+            )
+            self._failing_since = None
         self._granted(started)
         return True
 

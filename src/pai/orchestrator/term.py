@@ -3,8 +3,10 @@
 `begin()` waits for the lease (a standby waits here until the holder stops renewing), then
 recovers the store's and the engine's state and starts acting; while the term lasts, a keeper
 renews the lease and publishes the controller's state for API workers. A holder that cannot
-renew in time stops acting at once and calls `on_lost`: the process should then exit, so
-that its supervisor starts it again as a standby with a clean state.
+renew in time pauses (the controller acts only while the lease is held) and goes on once a
+renewal succeeds; one that lost the lease to another controller stops acting at once and calls
+`on_lost`: the process should then exit, so that its supervisor starts it again as a standby
+with a clean state.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ControllerTerm:
         self._stopping = threading.Event()
         self._keeper: threading.Thread | None = None
         self._acting = False
+        self._publish_failing = False
 
     def begin(self) -> bool:
         """Wait for the lease and start acting; False if `end()` was called first."""
@@ -55,6 +58,7 @@ class ControllerTerm:
                 announced = True
             if self._stopping.wait(self._leadership.terms.renew_every):
                 return False
+        self._controller.may_act = lambda: self._leadership.held
         self._controller.start()
         for start, _ in self._companions:
             start()
@@ -93,9 +97,12 @@ class ControllerTerm:
                 self._leadership,
                 state or PublishedState.of(self._controller),
             )
-        except Exception:  # the store is away: the next round publishes again
-            log.warning("could not publish the controller's state", exc_info=True)
+        except Exception as error:  # the store is away: the next round publishes again
+            if not self._publish_failing:
+                log.warning("could not publish the controller's state: %s", error)
+            self._publish_failing = True
             return False
+        self._publish_failing = False
         return True
 
     def _stop_acting(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,9 @@ from pai.sdk.job_models import (
 )
 from pai.sdk.names import segment
 from pai.sdk.submission import JobSource, job_request
+
+SUBMISSION_ID_HEADER = "X-PAI-Submission-Id"
+"""Names a submission, so that sending it again is answered as the first was."""
 
 Filter = str | Sequence[str] | None
 """One value or several (sent comma-separated, as OpenPAI's list API takes them)."""
@@ -41,8 +45,11 @@ class JobsApi(ApiBase):
             job = client.wait(submitted.name)
         """
         request = job_request(job, parameters, virtual_cluster)
+        headers = {"Content-Type": request.content_type, SUBMISSION_ID_HEADER: uuid.uuid4().hex}
+        # Named, the submission may be sent again while the server cannot answer (its store
+        # restarting): one that arrived the first time is then answered as accepted again.
         response = self._transport.request(
-            "POST", "/jobs", content=request.content, headers={"Content-Type": request.content_type}
+            "POST", "/jobs", content=request.content, headers=headers, repeatable=True
         )
         return JobSubmission.model_validate(response.json())
 

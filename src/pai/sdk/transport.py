@@ -3,36 +3,57 @@
 Everything the client does goes through `Transport.request`, so a caller sees exactly two kinds
 of failure: a `PaiError` subclass for an error answer, and `ServerUnavailableError` when no
 answer came (naming the URL it tried).
+
+What is safe to try again is tried again, for up to `retry_for` seconds with growing pauses
+(or the `Retry-After` the server asks for, up to `MAX_PAUSE`): reads, and requests the caller
+marks so (a submission named by its submission id), when no answer came or the server answered
+503 (not ready: its store restarting) or 507 (its store's disk full).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 
 import pai
 from pai.sdk.config import API_PATH, normalize_server
-from pai.sdk.errors import ServerUnavailableError, error_from_response
+from pai.sdk.errors import PaiError, ServerUnavailableError, error_from_response
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
+RETRY_FOR = 20.0
+"""Seconds a request that may be repeated is tried again for, at most."""
+FIRST_PAUSE = 0.25
+MAX_PAUSE = 4.0
+RETRIED_STATUSES = (503, 507)
+SAFE_METHODS = ("GET", "HEAD")
 
 Params = Mapping[str, str | int]
+T = TypeVar("T")
 
 
 class Transport:
     """An httpx client rooted at `<server>/api/v2` that sends the token, if any, as a Bearer
     token, and only to that server."""
 
-    def __init__(self, server: str, token: str | None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        server: str,
+        token: str | None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry_for: float = RETRY_FOR,
+    ) -> None:
         self.server = normalize_server(server)
         self.api_url = f"{self.server}{API_PATH}"
         self.timeout = timeout
+        self.retry_for = retry_for
         self.has_token = bool(token)
         headers = {"User-Agent": f"pai-sdk/{pai.__version__}"}
         if token:
@@ -51,17 +72,39 @@ class Transport:
         json: Any = None,
         content: str | bytes | Iterable[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
+        repeatable: bool = False,
     ) -> httpx.Response:
         """Send a request to `path` (under `/api/v2`); raise the `PaiError` of an error answer.
-        `content` may be an iterable of bytes, streamed as it is read."""
-        request = self._http.build_request(
-            method, path, params=params, json=json, content=content, headers=headers
-        )
-        with self._reaching():
-            response = self._http.send(request)
-        if response.is_error:
-            raise error_from_response(response)
-        return response
+        `content` may be an iterable of bytes, streamed as it is read. A read, or a request
+        marked `repeatable`, is tried again while the server cannot answer it (see above)."""
+
+        def send() -> httpx.Response:
+            request = self._http.build_request(
+                method, path, params=params, json=json, content=content, headers=headers
+            )
+            with self._reaching():
+                response = self._http.send(request)
+            if response.is_error:
+                raise error_from_response(response)
+            return response
+
+        if repeatable or method in SAFE_METHODS:
+            return self._again_while_unavailable(send)
+        return send()
+
+    def _again_while_unavailable(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.retry_for
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return attempt()
+            except PaiError as error:
+                if not _passing(error) or time.monotonic() + pause > deadline:
+                    raise
+                asked = getattr(error, "retry_after", None)
+                wait = min(MAX_PAUSE, asked) if asked else pause
+                time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+                pause = min(MAX_PAUSE, pause * 2)
 
     def get(self, path: str, params: Params | None = None) -> Any:
         """The JSON answer of `GET path`."""
@@ -87,12 +130,18 @@ class Transport:
             request.extensions["timeout"] = httpx.Timeout(
                 self.timeout, connect=CONNECT_TIMEOUT, read=None
             ).as_dict()
-        with self._reaching():
-            response = self._http.send(request, stream=True)
-        try:
+
+        def open_stream() -> httpx.Response:
+            with self._reaching():
+                response = self._http.send(request, stream=True)
             if response.is_error:
                 response.read()
+                response.close()
                 raise error_from_response(response)
+            return response
+
+        response = self._again_while_unavailable(open_stream)
+        try:
             with self._reaching():
                 yield response
         finally:
@@ -115,6 +164,11 @@ class Transport:
             raise ServerUnavailableError(
                 None, None, f"cannot reach the PAI server at {self.server}: {_reason(exc)}"
             ) from None
+
+
+def _passing(error: PaiError) -> bool:
+    """Whether the failure may pass by itself: no answer, or the server's store unavailable."""
+    return isinstance(error, ServerUnavailableError) or error.status in RETRIED_STATUSES
 
 
 def _reason(error: Exception) -> str:

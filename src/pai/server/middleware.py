@@ -18,6 +18,7 @@ from pai.errors import InvalidParametersError, UnknownError
 from pai.server.errors import error_response
 from pai.server.logconfig import redact
 from pai.server.nul import NUL_REFUSED, nul_in_url
+from pai.store.failures import store_failure
 
 logger = logging.getLogger("pai.server.requests")
 
@@ -44,7 +45,8 @@ _request_ids = _RequestIds()
 class RequestLogMiddleware:
     """Logs one structured line per request (never headers or bodies), tags the response with
     `X-Request-ID`, and turns an unexpected exception into a 500 `UnknownError` body that points
-    at the log line instead of showing a stack trace."""
+    at the log line instead of showing a stack trace; a store that cannot be written or reached
+    is no unexpected exception: 507 or 503, with `Retry-After` (`pai.store.failures`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -70,14 +72,29 @@ class RequestLogMiddleware:
         path = redact(scope.get("path", ""))
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
-            logger.exception(
-                "unhandled error in %s %s", scope["method"], path, extra={"request_id": request_id}
-            )
+        except Exception as error:
+            failure = store_failure(error)
+            if failure is not None:
+                logger.warning(
+                    "%s %s: %s (%s)",
+                    scope["method"],
+                    path,
+                    failure.message,
+                    error,
+                    extra={"request_id": request_id},
+                )
+            else:
+                logger.exception(
+                    "unhandled error in %s %s",
+                    scope["method"],
+                    path,
+                    extra={"request_id": request_id},
+                )
             if status is not None:
                 raise  # the response is under way; the connection is all that is left to drop
             response = error_response(
-                UnknownError(
+                failure
+                or UnknownError(
                     f"internal server error; the server log has details (request {request_id})"
                 )
             )

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pai.auth.permissions import Principal
+from pai.diskfloor import DiskFloor
 from pai.errors import (
     ForbiddenUserError,
     InsufficientStorageError,
@@ -57,10 +58,19 @@ class Upload:
 
 
 class Transfers:
-    def __init__(self, database: Database, credentials: Credentials, max_upload_bytes: int):
+    def __init__(
+        self,
+        database: Database,
+        credentials: Credentials,
+        max_upload_bytes: int,
+        disk_floor: DiskFloor | None = None,
+    ):
+        """`disk_floor`: the room an upload leaves free on a storage's disk (PAI_DISK_FLOOR),
+        so that uploads never take the last of a disk PAI's store may share."""
         self._database = database
         self._credentials = credentials
         self.max_upload_bytes = max_upload_bytes
+        self._disk_floor = disk_floor or DiskFloor()
 
     def open(self, caller: Principal, name: str) -> OpenedStorage:
         with self._database.reading() as session:
@@ -212,9 +222,12 @@ class Transfers:
         if size > self.max_upload_bytes:
             raise over_limit(self.max_upload_bytes)
         free = backend.free_bytes()
-        if free is not None and size > free:
+        quota = backend.quota()
+        kept = self._disk_floor.bytes_on(quota.limit_bytes) if quota is not None else 0
+        if free is not None and size > free - kept:
             raise InsufficientStorageError(
-                f"the storage has {free} bytes free, fewer than the {size} to upload"
+                f"the storage has {free} bytes free, {kept} of them kept free for PAI's store "
+                f"(PAI_DISK_FLOOR): fewer than the {size} to upload"
             )
 
     def _audit(self, caller: Principal, action: str, target: str, **details: object) -> None:

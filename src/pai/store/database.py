@@ -32,6 +32,10 @@ PING_AFTER_IDLE_SECONDS = 10.0
 """A pooled PostgreSQL connection unused this long is checked before it is handed out."""
 
 
+class StoreBusyError(TimeoutError):
+    """A write waited for this process's other writers longer than SQLite would."""
+
+
 class Database:
     """A SQLite or PostgreSQL database holding PAI's state.
 
@@ -106,7 +110,7 @@ class Database:
             yield
             return
         if not self._write_lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
-            raise TimeoutError(
+            raise StoreBusyError(
                 f"the database stayed busy for {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s "
                 "(a transaction of this process held it)"
             )

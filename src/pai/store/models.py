@@ -193,6 +193,9 @@ class JobRow(Base):
     total_gpus: Mapped[int] = mapped_column()
     total_roles: Mapped[int] = mapped_column()
     stop_requested_at: Mapped[datetime | None] = mapped_column()
+    submission_id: Mapped[str | None] = mapped_column(String(64))
+    """The client's name for the submission (`X-PAI-Submission-Id`): the same submission sent
+    again is answered as accepted, not as a conflict."""
 
     # Written by the controller only.
     state: Mapped[str] = mapped_column(String(16), default="WAITING")

@@ -8,6 +8,7 @@ administrator may read its config and logs or change it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -84,6 +85,8 @@ from pai.store.models import JobEvent, JobRow
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JOBS_PATH = f"{API_PREFIX}/jobs"
+SUBMISSION_ID_HEADER = "X-PAI-Submission-Id"
+_SUBMISSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 StreamName = Literal["stdout", "stderr", "all", "runtime"]
 LOG_STREAMS: dict[StreamName, LogStream] = {
@@ -137,21 +140,38 @@ JobText = Annotated[bytes, Depends(read_job_text)]
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=Submitted,
-    responses=error_responses(400, 401, 403, 404, 409, 429),
+    responses=error_responses(400, 401, 403, 404, 409, 429, 503, 507),
     openapi_extra=JOB_BODY,
 )
 async def submit(caller: Caller, request: Request) -> Response:
     """Submit a job; it is WAITING until the scheduler places it. Every problem of the file is
     listed in `problems` with its line; a job that can never fit in its VC, or that names a
-    storage its owner may not use (`extras.storages`), is refused now."""
+    storage its owner may not use (`extras.storages`), is refused now. A client that sends
+    `X-PAI-Submission-Id` (up to 64 letters, digits and dashes) and sends the same submission
+    again, not knowing whether the first arrived, is answered 202 again, not 409. While the
+    store cannot take it (its disk full, or restarting) the answer is 507 or 503 with
+    `Retry-After`, and nothing is recorded."""
     return await submission_response(caller, request)
 
 
 async def submission_response(caller: Principal, request: Request) -> Response:
     """What `POST /jobs` answers: the job file of the request's body checked and recorded."""
     context: ServerContext = request.app.state.context
-    submitted = await accept_job(caller, await read_job_text(request), context)
+    submission_id = _submission_id(request.headers.get(SUBMISSION_ID_HEADER))
+    submitted = await accept_job(
+        caller, await read_job_text(request), context, submission_id=submission_id
+    )
     return JSONResponse(submitted.model_dump(), status_code=status.HTTP_202_ACCEPTED)
+
+
+def _submission_id(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not _SUBMISSION_ID.fullmatch(value):
+        raise InvalidParametersError(
+            f"{SUBMISSION_ID_HEADER}: expected up to 64 letters, digits and dashes"
+        )
+    return value
 
 
 SUBMIT_ROUTE = next(route for route in router.routes if getattr(route, "endpoint", None) is submit)
@@ -197,7 +217,9 @@ def _remembered_caller(scope: Scope) -> Principal | None:
         return None
 
 
-async def accept_job(caller: Principal, text: bytes, context: ServerContext) -> Submitted:
+async def accept_job(
+    caller: Principal, text: bytes, context: ServerContext, *, submission_id: str | None = None
+) -> Submitted:
     """Check a job file and record it (what `POST /jobs`, the portal and the marketplace do).
 
     The check reads nothing from the store and runs on the event loop, unless the file is
@@ -212,6 +234,7 @@ async def accept_job(caller: Principal, text: bytes, context: ServerContext) -> 
             username=caller.username,
             text=text,
             may_use_vc=caller.may_use_virtual_cluster,
+            submission_id=submission_id,
         )
 
     job = prepare() if len(text) <= PREPARE_INLINE_BYTES else await run_in_threadpool(prepare)

@@ -296,7 +296,10 @@ def _credentials(context: Context) -> Credentials:
 
 
 def transfers_of(context: Context) -> Transfers:
-    return Transfers(context.database, _credentials(context), context.settings.max_upload_bytes)
+    settings = context.settings
+    return Transfers(
+        context.database, _credentials(context), settings.max_upload_bytes, settings.disk_floor
+    )
 
 
 def _definition(body: StorageRequest) -> catalog.Definition:

@@ -1,0 +1,184 @@
+"""PostgreSQL restarts under a stream of submissions, through a real `pai up`: nobody who
+submits sees an error, and every job is recorded once and runs.
+
+The test runs a PostgreSQL cluster of its own (Debian's `initdb` and `pg_ctl`, on a free port
+of 127.0.0.1, as the `postgres` user), so that it can restart it; submissions come from the
+SDK five times a second and from the `pai` command once a second, while `pg_ctl restart`
+takes the store away for a moment. The server answers what it cannot save with 503 and
+`Retry-After`; clients try again, naming each submission so that one that had arrived is
+answered as accepted, not as a conflict.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.pai_runner import make_pai
+from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
+from pai.executors.local import kill_processes_under
+from server.harness import LOCAL_CLUSTER_FILE
+
+pytestmark = pytest.mark.slow
+STREAM_SECONDS = 12.0
+RESTART_AFTER = 4.0
+
+
+class PostgresCluster:
+    """A PostgreSQL cluster of the test's own, in `directory`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.data = directory / "data"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.bin = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        shutil.chown(self.directory, "postgres")
+        self._as_postgres("initdb", "--auth=trust", "--username=postgres", "-D", str(self.data))
+        self._pg_ctl("start")
+
+    def restart(self) -> None:
+        self._pg_ctl("restart", "-m", "fast")
+
+    def stop(self) -> None:
+        if self.data.exists():
+            self._pg_ctl("stop", "-m", "immediate", check=False)
+
+    def _pg_ctl(self, action: str, *options: str, check: bool = True) -> None:
+        server_options = f"-p {self.port} -k {self.directory} -h 127.0.0.1 -c fsync=off"
+        self._as_postgres(
+            "pg_ctl", action, "-w", "-D", str(self.data), "-o", server_options,
+            "-l", str(self.directory / "postgres.log"), *options, check=check,
+        )  # fmt: skip
+
+    def _as_postgres(self, tool: str, *arguments: str, check: bool = True) -> None:
+        done = subprocess.run(
+            ["runuser", "-u", "postgres", "--", str(self.bin / tool), *arguments],
+            capture_output=True,
+            text=True,
+            cwd=self.directory,
+            timeout=120,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{tool} {arguments[0]}: {done.stdout}{done.stderr}")
+
+
+@pytest.fixture
+def postgres(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterator[PostgresCluster]:
+    requirement(os.geteuid() == 0, "the test runs its PostgreSQL cluster as the postgres user")
+    found = glob.glob("/usr/lib/postgresql/*/bin/initdb")
+    requirement(bool(found), "PostgreSQL's server is not installed (apt-get install postgresql)")
+    cluster = PostgresCluster(Path("/tmp") / f"pai-pg-{os.getpid()}-{tmp_path.name[-12:]}")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def platform(postgres: PostgresCluster, tmp_path: Path) -> Iterator[PaiUp]:
+    up = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE, {"PAI_DATABASE_URL": postgres.url})
+    up.start()
+    try:
+        yield up
+    finally:
+        up.stop()
+        kill_processes_under(up.home)
+
+
+class Stream:
+    """Submissions at a steady rate in a thread; what each submitter saw."""
+
+    def __init__(self, submit: Callable[[str], object], prefix: str, per_second: float) -> None:
+        self.names: list[str] = []
+        self.failures: list[str] = []
+        self._submit = submit
+        self._prefix = prefix
+        self._interval = 1 / per_second
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def _run(self) -> None:
+        ends = time.monotonic() + STREAM_SECONDS
+        number = 0
+        while time.monotonic() < ends:
+            name = f"{self._prefix}-{number}"
+            number += 1
+            started = time.monotonic()
+            try:
+                self._submit(name)
+                self.names.append(name)
+            except Exception as error:  # what the user would have seen
+                self.failures.append(f"{name}: {error}")
+            time.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+
+
+def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles_nothing(
+    platform: PaiUp, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    pai = make_pai(tmp_path / "cli")
+    login = pai.run(
+        "login", "--server", platform.url, "--username", "admin", "--password", ADMIN_PASSWORD
+    )
+    assert login.returncode == 0, login.stderr
+    jobs_dir = tmp_path / "job-files"
+    jobs_dir.mkdir()
+    client = platform.client()
+
+    def by_sdk(name: str) -> object:
+        return client.submit(job_file(name, ["echo ran"]))
+
+    def by_cli(name: str) -> object:
+        path = jobs_dir / f"{name}.yaml"
+        path.write_text(job_file(name, ["echo ran"]))
+        done = pai.run("submit", str(path))
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip())
+        return done
+
+    streams = [Stream(by_sdk, "sdk", 5), Stream(by_cli, "cli", 1)]
+    for stream in streams:
+        stream.start()
+    time.sleep(RESTART_AFTER)
+    restarted_at = time.monotonic()
+    postgres.restart()
+    store_away = time.monotonic() - restarted_at
+    for stream in streams:
+        stream.join()
+
+    assert [failure for stream in streams for failure in stream.failures] == []
+    submitted = sorted(name for stream in streams for name in stream.names)
+    listed = sorted(job.name for job in client.jobs())
+    assert listed == submitted  # each job once: none lost, none recorded twice
+    deadline = time.monotonic() + 180
+    while {job.state for job in client.jobs()} != {"SUCCEEDED"}:
+        assert time.monotonic() < deadline, {job.name: job.state for job in client.jobs()}
+        time.sleep(1)
+    assert store_away > 0.2  # the restart did take the store away
+    server_log = (platform.home / "pai.log").read_text()
+    assert '"path": "/api/v2/jobs", "status": 503' in server_log  # clients did meet it
+    client.close()
