@@ -10,10 +10,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from cli.pai_runner import Pai, make_pai
 from pai.executors.local import kill_processes_under
 from pai.sdk import Client
 from server.harness import LOCAL_CLUSTER_FILE
@@ -110,6 +112,29 @@ class PaiUp:
     def client(self) -> Client:
         return Client.login(self.url, "admin", ADMIN_PASSWORD)
 
+    def admin_cli(self, directory: Path) -> Pai:
+        """The `pai` command, logged in as the administrator, its configuration in
+        `directory`."""
+        pai = make_pai(directory)
+        login = pai.run(
+            "login", "--server", self.url, "--username", "admin", "--password", ADMIN_PASSWORD
+        )
+        assert login.returncode == 0, login.stderr
+        return pai
+
+
+@contextmanager
+def running(home: Path, env: Mapping[str, str] | None = None) -> Iterator[PaiUp]:
+    """`pai up` on the four-node cluster file with `env`, stopped (and its tasks ended) when the
+    block ends."""
+    platform = PaiUp(home, LOCAL_CLUSTER_FILE, env)
+    platform.start()
+    try:
+        yield platform
+    finally:
+        platform.stop()
+        kill_processes_under(platform.home)
+
 
 def job_file(name: str, commands: list[str]) -> str:
     lines = "\n".join(f"      - {command}" for command in commands)
@@ -125,8 +150,5 @@ def job_file(name: str, commands: list[str]) -> str:
 @pytest.fixture
 def pai_up(tmp_path: Path) -> Iterator[PaiUp]:
     """`pai up` in a process of its own on the four-node cluster file, stopped afterwards."""
-    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
-    platform.start()
-    yield platform
-    platform.stop()
-    kill_processes_under(platform.home)
+    with running(tmp_path / "home") as platform:
+        yield platform

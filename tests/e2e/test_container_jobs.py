@@ -13,13 +13,11 @@ import asyncssh
 import pytest
 import yaml
 
-from e2e.pai_process import PaiUp
+from e2e.pai_process import PaiUp, running
 from e2e.test_interactive_ssh import JOB as SSH_JOB
 from e2e.test_interactive_ssh import run_in_task, wait_for_ssh
 from pai.executors.containersandbox import ContainerSandbox
-from pai.executors.local import kill_processes_under
 from pai.sdk import Client
-from server.harness import LOCAL_CLUSTER_FILE
 
 pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
@@ -39,13 +37,8 @@ def in_image(job_text: str, image: str, registry_password: str) -> str:
 
 @pytest.fixture
 def platform(tmp_path: Path, sandbox_env: dict[str, str]) -> Iterator[PaiUp]:
-    up = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE, {"PAI_ISOLATION": "container"})
-    up.start()
-    try:
+    with running(tmp_path / "home", {"PAI_ISOLATION": "container"}) as up:
         yield up
-    finally:
-        up.stop()
-        kill_processes_under(up.home)
 
 
 @pytest.fixture

@@ -22,10 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli.pai_runner import make_pai
-from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
+from e2e.pai_process import PaiUp, job_file, running
 from pai.executors.local import kill_processes_under
-from server.harness import LOCAL_CLUSTER_FILE
 
 pytestmark = pytest.mark.slow
 DISK_MB = 40
@@ -50,12 +48,8 @@ def small_disk(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iter
 
 @pytest.fixture
 def platform(small_disk: Path) -> Iterator[PaiUp]:
-    up = PaiUp(small_disk / "home", LOCAL_CLUSTER_FILE)
-    up.start()
-    try:
+    with running(small_disk / "home") as up:
         yield up
-    finally:
-        up.stop()
 
 
 def wait_for(
@@ -73,11 +67,7 @@ def wait_for(
 def test_a_full_disk_leaves_jobs_readable_refuses_writes_clearly_and_recovers(
     platform: PaiUp, small_disk: Path, tmp_path: Path
 ) -> None:
-    pai = make_pai(tmp_path / "cli")
-    login = pai.run(
-        "login", "--server", platform.url, "--username", "admin", "--password", ADMIN_PASSWORD
-    )
-    assert login.returncode == 0, login.stderr
+    pai = platform.admin_cli(tmp_path / "cli")
     said = platform.output.read_text()
     assert "room:    " in said and "kept for PAI's store" in said  # `pai up` says at start
 

@@ -19,12 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.pai_process import PaiUp
+from e2e.pai_process import PaiUp, running
 from pai.executors.containersandbox import ContainerSandbox
-from pai.executors.local import kill_processes_under
 from pai.sdk import Client
 from pai.sdk.errors import NotFoundError
-from server.harness import LOCAL_CLUSTER_FILE
 
 pytestmark = pytest.mark.slow
 PASSWORD = "isolation-Password-1"
@@ -75,28 +73,20 @@ class Users:
         self.bob.close()
 
 
-def run_pai_up(home: Path, env: dict[str, str]) -> Iterator[PaiUp]:
-    platform = PaiUp(home, LOCAL_CLUSTER_FILE, env=env)
-    platform.start()
-    try:
-        yield platform
-    finally:
-        platform.stop()
-        kill_processes_under(platform.home)
-
-
 @pytest.fixture
 def in_containers(
     tmp_path: Path, sandbox_env: dict[str, str], requirement: Callable[[bool, str], None]
 ) -> Iterator[PaiUp]:
     requirement(os.geteuid() == 0, "the isolation tests run PAI as root, as on a server")
-    yield from run_pai_up(tmp_path / "home", {"PAI_ISOLATION": "container"})
+    with running(tmp_path / "home", {"PAI_ISOLATION": "container"}) as platform:
+        yield platform
 
 
 @pytest.fixture
 def on_the_host(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterator[PaiUp]:
     requirement(os.geteuid() == 0, "the isolation tests run PAI as root, as on a server")
-    yield from run_pai_up(tmp_path / "home", {"PAI_ISOLATION": "host", "PAI_TASK_USER": "nobody"})
+    with running(tmp_path / "home", {"PAI_ISOLATION": "host", "PAI_TASK_USER": "nobody"}) as up:
+        yield up
 
 
 def test_a_job_in_a_container_reaches_nothing_of_the_platform_or_other_jobs(
@@ -239,15 +229,14 @@ def test_nodes_without_a_runtime_take_no_tasks_when_containers_are_required(
     requirement(os.geteuid() == 0, "the isolation tests run PAI as root, as on a server")
     without_podman = str(Path(sys.executable).parent)  # PAI's own tools, and no podman
     env = {"PAI_ISOLATION": "container", "PATH": without_podman}
-    for platform in run_pai_up(tmp_path / "home", env):
-        with platform.client() as client:
-            client.submit(job_text("waits", "busybox:1", "unused", ["echo never"]))
-            time.sleep(2)
-            job = client.job("waits")
-            nodes = client.nodes()
+    with running(tmp_path / "home", env) as platform, platform.client() as client:
+        client.submit(job_text("waits", "busybox:1", "unused", ["echo never"]))
+        time.sleep(2)
+        job = client.job("waits")
+        nodes = client.nodes()
         said = platform.output.read_text()
 
-        assert job.state == "WAITING"
-        assert {node.engine_state for node in nodes} == {"bad"}
-        assert all("podman is not installed" in node.engine_message for node in nodes)
-        assert "this node takes no tasks: PAI_ISOLATION=container, but podman" in said
+    assert job.state == "WAITING"
+    assert {node.engine_state for node in nodes} == {"bad"}
+    assert all("podman is not installed" in node.engine_message for node in nodes)
+    assert "this node takes no tasks: PAI_ISOLATION=container, but podman" in said

@@ -23,10 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.pai_runner import make_pai
-from e2e.pai_process import ADMIN_PASSWORD, PaiUp, job_file
-from pai.executors.local import kill_processes_under
-from server.harness import LOCAL_CLUSTER_FILE
+from e2e.pai_process import PaiUp, job_file, running
 
 pytestmark = pytest.mark.slow
 STREAM_SECONDS = 12.0
@@ -96,13 +93,8 @@ def postgres(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterat
 
 @pytest.fixture
 def platform(postgres: PostgresCluster, tmp_path: Path) -> Iterator[PaiUp]:
-    up = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE, {"PAI_DATABASE_URL": postgres.url})
-    up.start()
-    try:
+    with running(tmp_path / "home", {"PAI_DATABASE_URL": postgres.url}) as up:
         yield up
-    finally:
-        up.stop()
-        kill_processes_under(up.home)
 
 
 class Stream:
@@ -140,11 +132,7 @@ class Stream:
 def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles_nothing(
     platform: PaiUp, postgres: PostgresCluster, tmp_path: Path
 ) -> None:
-    pai = make_pai(tmp_path / "cli")
-    login = pai.run(
-        "login", "--server", platform.url, "--username", "admin", "--password", ADMIN_PASSWORD
-    )
-    assert login.returncode == 0, login.stderr
+    pai = platform.admin_cli(tmp_path / "cli")
     jobs_dir = tmp_path / "job-files"
     jobs_dir.mkdir()
     client = platform.client()
