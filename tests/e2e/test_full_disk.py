@@ -103,6 +103,8 @@ def test_a_full_disk_leaves_jobs_readable_refuses_writes_clearly_and_recovers(
     assert refused.json()["code"] == "InsufficientStorageError"
     assert "no room left on its disk" in refused.json()["message"]
     assert int(refused.headers["Retry-After"]) > 0
+    assert set(client.virtual_clusters()) == {"default", "research"}
+    assert "admin" in {user.username for user in client.users()}
     for command in (["jobs"], ["job", "chatty"], ["logs", "chatty", "--tail", "100"]):
         shown = pai.run(*command)
         assert shown.returncode == 0, f"pai {' '.join(command)}: {shown.stderr}"

@@ -88,3 +88,12 @@ def test_your_own_alerts_may_be_matched_once_named(tmp_path: Path) -> None:
     config = load(tmp_path, text)
 
     assert config.rules_for({"alertname": "GpuTooHot", "node": "n1"})  # type: ignore[attr-defined]
+
+
+def test_the_shipped_example_cordons_a_node_whose_disk_is_nearly_full() -> None:
+    example = Path(__file__).parents[2] / "examples" / "alert-actions.yaml"
+
+    config = load_actions(example)
+
+    [rule] = config.rules_for({"alertname": "PaiNodeDiskNearlyFull", "node": "gpu01"})
+    assert Action.CORDON_NODES in [step.action for step in rule.actions]

@@ -191,6 +191,27 @@ def test_a_name_already_used_by_the_user_conflicts(as_bob: httpx.Client) -> None
     assert response.json()["code"] == "ConflictJobError"
 
 
+def test_a_submission_sent_again_under_its_id_is_accepted_again_not_doubled(
+    as_bob: httpx.Client,
+) -> None:
+    name = unique("again")
+    text = job_yaml(name, ["true"])
+    first_id = {"X-PAI-Submission-Id": "6f1c2a5e-3b8d-4f7a-9c21-0a4d5e6f7a8b"}
+
+    first = as_bob.post("/jobs", content=text, headers=first_id)
+    again = as_bob.post("/jobs", content=text, headers=first_id)  # its answer was lost
+    other = as_bob.post("/jobs", content=text, headers={"X-PAI-Submission-Id": "another-1"})
+    malformed = as_bob.post("/jobs", content=text, headers={"X-PAI-Submission-Id": "a b"})
+
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert again.json()["name"] == first.json()["name"]
+    assert (other.status_code, other.json()["code"]) == (409, "ConflictJobError")
+    assert malformed.status_code == 400
+    username = first.json()["name"].split("~")[0]
+    listed = as_bob.get("/jobs", params={"username": username}).json()
+    assert [job["name"] for job in listed].count(name) == 1
+
+
 def test_submissions_over_the_rate_limit_are_refused(
     start_pai_platform: StartServer, pai_database_url: str, tmp_path: Any
 ) -> None:
