@@ -218,7 +218,7 @@ def main() -> None:
         title=f"`pai` against `pai up` with {args.jobs:,} jobs, {args.runs} runs each "
         f"(load average {result['load_average_before']} → {result['load_average_after']})"
     )
-    for title in ("command", "median s", "fastest s", "slowest s", "× floor", "target s"):
+    for title in ("command", "median s", "fastest s", "slowest s", "ratio to floor", "target s"):
         table.add_column(title, justify="left" if title == "command" else "right")
     for entry in result["commands"]:
         target = entry["target_s"]
