@@ -8,11 +8,15 @@ running `pai up` on this machine whose store holds `--jobs` jobs of the logged-i
 
 Each command runs once to warm the caches, then `--runs` rounds run every command once in turn,
 so that a change in the machine's load touches all of them alike. The report gives each
-command's median, fastest and slowest run, the ratio of its median to the floor's, and the load
-average before and after (on a shared machine other work slows every command down).
+command's median, fastest and slowest run, the ratio of its median to the floor's, the median
+CPU time it spent, and the load average before and after (on a shared machine other work slows
+every command down; its CPU time varies less).
 
     python benchmarks/cli.py            # a Rich table
     python benchmarks/cli.py --json     # {"floor_s", "commands": [{"command", "median_s", ...}]}
+
+`--pai COMMAND` times another build of `pai` against the same platform (the platform itself is
+always this checkout's), to compare two versions under the same load.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
+import shlex
 import socket
 import statistics
 import subprocess
@@ -29,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +76,12 @@ taskRoles:
 
 @dataclass(frozen=True)
 class Timed:
-    """A command and how long each of its runs took, in seconds."""
+    """A command, how long each of its runs took and the CPU time each spent, in seconds."""
 
     label: str
     argv: list[str]
-    seconds: list[float]
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
 
 
 def free_port() -> int:
@@ -141,13 +148,21 @@ def fill_store(client: Client, jobs: int) -> None:
         time.sleep(0.5)
 
 
-def run_once(argv: list[str], environment: dict[str, str]) -> float:
+def run_once(argv: list[str], environment: dict[str, str]) -> tuple[float, float]:
+    """The seconds `argv` took and the CPU seconds it spent (less sensitive to other work on
+    the machine than the time it took)."""
+    spent_before = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, env=environment, timeout=60)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.decode(errors='replace')}")
-    return elapsed
+    return elapsed, _children_cpu() - spent_before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(commands: list[Timed], environment: dict[str, str], runs: int) -> None:
@@ -155,7 +170,9 @@ def measure(commands: list[Timed], environment: dict[str, str], runs: int) -> No
         run_once(command.argv, environment)  # warm-up: bytecode and file caches
     for _ in range(runs):
         for command in commands:
-            command.seconds.append(run_once(command.argv, environment))
+            elapsed, cpu = run_once(command.argv, environment)
+            command.seconds.append(elapsed)
+            command.cpu_seconds.append(cpu)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,18 +185,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 fill_store(client, args.jobs)
             login = [PAI, "login", "--server", url, "--username", "admin"]
             run_once([*login, "--password", ADMIN_PASSWORD], environment)
+            pai = shlex.split(args.pai)
             commands = [
-                Timed("python -c pass", [sys.executable, "-c", "pass"], []),
-                Timed("pai --help", [PAI, "--help"], []),
-                Timed("pai jobs", [PAI, "jobs"], []),
-                Timed("pai job NAME", [PAI, "job", LOGGED_JOB], []),
-                Timed("pai logs NAME", [PAI, "logs", LOGGED_JOB], []),
+                Timed("python -c pass", [sys.executable, "-c", "pass"]),
+                Timed("pai --help", [*pai, "--help"]),
+                Timed("pai jobs", [*pai, "jobs"]),
+                Timed("pai job NAME", [*pai, "job", LOGGED_JOB]),
+                Timed("pai logs NAME", [*pai, "logs", LOGGED_JOB]),
             ]
             load_before = os.getloadavg()[0]
             measure(commands, environment, args.runs)
             load_after = os.getloadavg()[0]
     floor = statistics.median(commands[0].seconds)
     return {
+        "pai": args.pai,
         "jobs_in_store": args.jobs,
         "runs": args.runs,
         "load_average_before": round(load_before, 2),
@@ -192,6 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "fastest_s": round(min(command.seconds), 3),
                 "slowest_s": round(max(command.seconds), 3),
                 "ratio_to_floor": round(statistics.median(command.seconds) / floor, 1),
+                "cpu_median_s": round(statistics.median(command.cpu_seconds), 3),
                 "target_s": TARGETS_S.get(command.label),
             }
             for command in commands
@@ -204,6 +224,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--jobs", type=int, default=1000, help="jobs in the store (at least 1)")
     parser.add_argument("--runs", type=int, default=15, help="timed runs of each command")
+    parser.add_argument(
+        "--pai", default=PAI, help="the pai command to time (default: this Python's)"
+    )
     args = parser.parse_args()
     if args.jobs < 1 or args.runs < 1:
         parser.error("--jobs and --runs must be at least 1")
@@ -218,8 +241,10 @@ def main() -> None:
         title=f"`pai` against `pai up` with {args.jobs:,} jobs, {args.runs} runs each "
         f"(load average {result['load_average_before']} → {result['load_average_after']})"
     )
-    for title in ("command", "median s", "fastest s", "slowest s", "ratio to floor", "target s"):
-        table.add_column(title, justify="left" if title == "command" else "right")
+    titles = ("median s", "fastest s", "slowest s", "ratio to floor", "CPU s", "target s")
+    table.add_column("command")
+    for title in titles:
+        table.add_column(title, justify="right")
     for entry in result["commands"]:
         target = entry["target_s"]
         table.add_row(
@@ -228,6 +253,7 @@ def main() -> None:
             f"{entry['fastest_s']:.3f}",
             f"{entry['slowest_s']:.3f}",
             f"{entry['ratio_to_floor']:g}",
+            f"{entry['cpu_median_s']:.3f}",
             "-" if target is None else f"≤ {target:g}",
         )
     Console().print(table)

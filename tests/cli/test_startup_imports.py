@@ -111,3 +111,17 @@ def test_a_server_command_loads_its_module_and_not_the_platform(
     assert not among(loaded, others)
     assert not among(loaded, PLATFORM)
     assert not among(loaded, ("sqlalchemy", "fastapi", "matplotlib", "ray"))
+
+
+def test_a_command_runs_with_the_garbage_collector_on(tmp_path: Path) -> None:
+    """`pai` keeps the collector off only while it starts: a long command (`pai up`, `pai logs
+    -f`) must not grow with garbage it never collects."""
+    job = Path(__file__).parents[2] / "examples" / "jobs" / "hello-world.yaml"
+    script = (
+        "import atexit, gc, sys; atexit.register(lambda: print('collecting', gc.isenabled()))\n"
+        f"sys.argv = ['pai', 'validate', {str(job)!r}]; import pai.cli.main as m; m.main()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "collecting True"
