@@ -27,7 +27,6 @@ import os
 import resource
 import secrets
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from api import free_port, wait_ready  # this directory's API benchmark starts servers alike
 
 from pai.executors.local import kill_processes_under
 from pai.sdk import Client
@@ -50,7 +49,7 @@ LOGGED_JOB = "logged"
 TARGETS_S = {"pai --help": 0.25, "pai jobs": 0.35}
 """Issue 29's targets for the median on a 2-core machine."""
 
-WAITING_JOB = """protocolVersion: 2
+JOB = """protocolVersion: 2
 name: {name}
 type: job
 prerequisites: [{{type: dockerimage, name: image, uri: "python:3.11"}}]
@@ -59,18 +58,7 @@ taskRoles:
     instances: 1
     dockerImage: image
     resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0}}
-    commands: ["sleep 600"]
-"""
-LOGGING_JOB = """protocolVersion: 2
-name: {name}
-type: job
-prerequisites: [{{type: dockerimage, name: image, uri: "python:3.11"}}]
-taskRoles:
-  main:
-    instances: 1
-    dockerImage: image
-    resourcePerInstance: {{cpu: 1, memoryMB: 128, gpu: 0}}
-    commands: ["seq 1 2000"]
+    commands: ["{command}"]
 """
 
 
@@ -82,13 +70,6 @@ class Timed:
     argv: list[str]
     seconds: list[float] = field(default_factory=list)
     cpu_seconds: list[float] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -118,25 +99,12 @@ def running_platform(home: Path) -> Iterator[str]:
         kill_processes_under(home)
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], home: Path) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"pai up did not start; see {home / 'up.out'}")
-        time.sleep(0.2)
-
-
 def fill_store(client: Client, jobs: int) -> None:
     """One job that runs and logs, then `jobs - 1` that are submitted and stopped; returns
     when every one of them has ended."""
-    client.wait(client.submit(LOGGING_JOB.format(name=LOGGED_JOB)).name, timeout=120)
+    client.wait(client.submit(JOB.format(name=LOGGED_JOB, command="seq 1 2000")).name, timeout=120)
     names = [
-        client.submit(WAITING_JOB.format(name=f"stopped-{number:05d}")).name
+        client.submit(JOB.format(name=f"stopped-{number:05d}", command="sleep 600")).name
         for number in range(jobs - 1)
     ]
     for name in names:
