@@ -11,7 +11,8 @@ a busybox image already on the machine (podman, a runtime configuration and regi
 benchmark's own: `pai.executors.containersandbox`; needs root), next to host tasks in the
 same run.
 
-    python benchmarks/launch.py [--json] [--runs N] [--engine local|ray] [--isolation host|container]
+    python benchmarks/launch.py [--json] [--runs N] [--engine local|ray]
+                                [--isolation host|container]
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import webbrowser
 from typing import Annotated
 
 import typer
@@ -18,6 +19,7 @@ from pai.sdk import (
     log_in,
 )
 from pai.sdk.config import Credentials, config_path, load_config, normalize_server, save_config
+from pai.sdk.signin import authn_info, sign_in_through_provider
 
 
 def login(
@@ -81,8 +83,6 @@ def _sign_in_with_browser(
     server: str, expiration: int | None, *, browser: bool, wait: float
 ) -> LoginResult:
     """The sign-in through the cluster's provider (`pai.sdk.signin`)."""
-    from pai.sdk.signin import authn_info, sign_in_through_provider
-
     info = authn_info(server)
     if info.mode != "oidc":
         raise InvalidArgumentError(
@@ -93,8 +93,6 @@ def _sign_in_with_browser(
     def show(address: str) -> None:
         opened = False
         if browser:
-            import webbrowser
-
             opened = webbrowser.open(address)
         how = "A browser opens" if opened else "Open this address in a browser"
         err().print(f"{how} to sign in with {info.provider}:")

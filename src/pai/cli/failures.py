@@ -4,11 +4,11 @@ traceback."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-from pai.cli.validate import problem_line
-from pai.sdk import (
+from pai.sdk.errors import (
     ConfigError,
     InvalidArgumentError,
     InvalidProtocolError,
@@ -16,9 +16,19 @@ from pai.sdk import (
     UnauthorizedError,
 )
 
+if TYPE_CHECKING:
+    from pai.protocol import Problem
+
 EXPECTED = (PaiError, ConfigError, InvalidArgumentError)
 """What a user can cause or meet (a refusal, an unreachable server, a bad argument); anything
 else is a bug and keeps its traceback."""
+
+
+def problem_line(source: str, problem: Problem) -> str:
+    """`FILE:LINE:COL: path: message`, the form editors and CI logs turn into links."""
+    where = source if problem.line is None else f"{source}:{problem.line}:{problem.column}"
+    what = f"{problem.path}: " if problem.path else ""
+    return f"{where}: {what}{problem.message}"
 
 
 def error_line(error: Exception) -> str:

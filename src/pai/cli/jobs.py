@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from pai.cli.formatting import NONE, table, timestamp
-from pai.cli.jobview import job_tree, jobs_table
-from pai.cli.monitoring import usage_table
+from pai.cli.jobview import job_tree, jobs_table, usage_table
 from pai.cli.session import (
     JsonOption,
     ServerOption,

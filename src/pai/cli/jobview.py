@@ -1,4 +1,5 @@
-"""Jobs on screen: the list as a table, one job as a tree of roles and tasks."""
+"""Jobs on screen: the list as a table, one job as a tree of roles and tasks, what its tasks
+used as a table."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from rich.tree import Tree
 
 from pai.cli.formatting import NONE, duration, state, table, timestamp
 from pai.sdk import ExitSpec, JobDetail, JobInfo, RetryDetails, TaskStatus
+from pai.sdk.monitoring import UsageSeries
 
 DIAGNOSTIC_LINES_SHOWN = 4
 """A Python traceback ends with the file and line, the source line, a caret and the error."""
+MIB = 1024 * 1024
 
 
 def jobs_table(jobs: Sequence[JobInfo]) -> Table:
@@ -121,3 +124,26 @@ def _add_exit(
     last_lines = (diagnostics or "").rstrip().splitlines()[-DIAGNOSTIC_LINES_SHOWN:]
     if last_lines:
         node.add(Text("\n".join(["diagnostics:", *last_lines]), style="dim"))
+
+
+def usage_table(series: Sequence[UsageSeries]) -> Table:
+    """Each task's CPU, memory and GPU use: now, on average, and at its peak."""
+    shown = table("TASK", "NODE", "SAMPLES", "CPU % NOW/AVG/MAX", "MEMORY MB NOW/MAX", "GPU % AVG")
+    for task in series:
+        points = task.points
+        cpu = [p.cpu_percent for p in points if p.cpu_percent is not None]
+        memory = [p.memory_bytes for p in points if p.memory_bytes is not None]
+        gpu = [p.gpu_percent for p in points if p.gpu_percent is not None]
+        limit = next((p.memory_limit_bytes for p in points if p.memory_limit_bytes), None)
+        memory_text = (f"{memory[-1] // MIB} / {max(memory) // MIB}" if memory else NONE) + (
+            f" (limit {limit // MIB})" if limit else ""
+        )
+        shown.add_row(
+            f"{task.task_role_name}/{task.task_index}",
+            task.node or NONE,
+            str(len(points)),
+            f"{cpu[-1]:.0f} / {sum(cpu) / len(cpu):.0f} / {max(cpu):.0f}" if cpu else NONE,
+            memory_text,
+            f"{sum(gpu) / len(gpu):.0f}" if gpu else NONE,
+        )
+    return shown

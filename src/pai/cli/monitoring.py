@@ -1,4 +1,4 @@
-"""`pai job NAME --usage`, `pai alerts`, `pai monitoring config` and `pai admin node`."""
+"""`pai alerts`, `pai monitoring config` and `pai admin node`."""
 
 from __future__ import annotations
 
@@ -21,9 +21,7 @@ from pai.monitoring.rules import (
     alertmanager_config,
     prometheus_config,
 )
-from pai.sdk.monitoring import Alert, UsageSeries
-
-MIB = 1024 * 1024
+from pai.sdk.monitoring import Alert
 
 monitoring_app = typer.Typer(
     name="monitoring", help="Prometheus and Alertmanager for PAI.", no_args_is_help=True
@@ -31,29 +29,6 @@ monitoring_app = typer.Typer(
 admin_app = typer.Typer(name="admin", help="Administering the cluster.", no_args_is_help=True)
 node_app = typer.Typer(name="node", help="Take nodes out of scheduling and back.")
 admin_app.add_typer(node_app)
-
-
-def usage_table(series: Sequence[UsageSeries]) -> Table:
-    """Each task's CPU, memory and GPU use: now, on average, and at its peak."""
-    shown = table("TASK", "NODE", "SAMPLES", "CPU % NOW/AVG/MAX", "MEMORY MB NOW/MAX", "GPU % AVG")
-    for task in series:
-        points = task.points
-        cpu = [p.cpu_percent for p in points if p.cpu_percent is not None]
-        memory = [p.memory_bytes for p in points if p.memory_bytes is not None]
-        gpu = [p.gpu_percent for p in points if p.gpu_percent is not None]
-        limit = next((p.memory_limit_bytes for p in points if p.memory_limit_bytes), None)
-        memory_text = (f"{memory[-1] // MIB} / {max(memory) // MIB}" if memory else NONE) + (
-            f" (limit {limit // MIB})" if limit else ""
-        )
-        shown.add_row(
-            f"{task.task_role_name}/{task.task_index}",
-            task.node or NONE,
-            str(len(points)),
-            f"{cpu[-1]:.0f} / {sum(cpu) / len(cpu):.0f} / {max(cpu):.0f}" if cpu else NONE,
-            memory_text,
-            f"{sum(gpu) / len(gpu):.0f}" if gpu else NONE,
-        )
-    return shown
 
 
 def alerts(

@@ -14,10 +14,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import uvicorn
 from rich.console import Console
 
+from pai.cli.lease import hold_lease
 from pai.cli.up import DEFAULT_PORT, check_port_free, load_settings, prepare_controller
 from pai.errors import ConfigurationError
+from pai.platform import ControllerRole, create_platform_app
+from pai.server import build_server, settle_heap
+from pai.server.logconfig import configure_logging
+from pai.server.serve import server_options
 
 CONTROLLER_PORT = 9187
 LEASE_LOST_EXIT_CODE = 75
@@ -56,11 +62,6 @@ def controller(
     """Run the controller: it schedules and drives the engine while it holds the controller
     lease. Started while another one holds it, it waits as a standby and takes over when that
     one stops renewing the lease (PAI_CONTROLLER_LEASE_SECONDS)."""
-    from pai.cli.lease import hold_lease
-    from pai.platform import ControllerRole, create_platform_app
-    from pai.server import build_server, settle_heap
-    from pai.server.logconfig import configure_logging
-
     settings, chosen, _ = prepare_controller(
         home, host, port, cluster, engine=engine, ray_address=ray_address
     )
@@ -98,10 +99,6 @@ def api(
 ) -> None:
     """Serve the REST API and the portal from the database, with WORKERS processes, beside a
     `pai serve controller` that uses the same database and secret key."""
-    import uvicorn
-
-    from pai.server.serve import server_options
-
     try:
         settings = load_settings(home)
         check_port_free(host, port)

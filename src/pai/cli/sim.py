@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +19,8 @@ from pai.cli.formatting import NONE, table
 from pai.cli.session import ServerOption, comma_list, connect, err, out
 from pai.cluster import ClusterConfig, cluster_from_file, load_cluster
 from pai.sim.clusters import itp_cluster, philly_cluster
+from pai.sim.engine import Progress as ProgressCallback
+from pai.sim.evaluation import Evaluation, evaluate, write_outputs
 from pai.sim.history import fetch_history, trace_from_jobs
 from pai.sim.policies import POLICIES
 from pai.sim.traces import (
@@ -30,10 +32,6 @@ from pai.sim.traces import (
     write_trace_csv,
 )
 from pai.sim.workload import scale_load
-
-if TYPE_CHECKING:
-    from pai.sim.engine import Progress as ProgressCallback
-    from pai.sim.evaluation import Evaluation
 
 NAMED_CLUSTERS = ("philly", "itp")
 DEFAULT_CLUSTER = {"philly-vc": "philly", "itp": "itp"}
@@ -300,9 +298,6 @@ def sim(
 
 
 def _run(options: SimOptions) -> None:
-    # Imported here: plotting pulls in matplotlib, which every other `pai` command would pay for.
-    from pai.sim.evaluation import evaluate, write_outputs
-
     if options.from_history == (options.trace is not None):
         raise SimError("give either --trace or --from-history")
     if options.export_history is not None and not options.from_history:

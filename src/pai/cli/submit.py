@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from pai.cli.failures import problem_line
 from pai.cli.session import (
     JsonOption,
     ServerOption,
@@ -17,7 +18,7 @@ from pai.cli.session import (
     out,
     print_json,
 )
-from pai.cli.validate import STDIN, problem_line
+from pai.cli.validate import STDIN
 from pai.cli.watch import PollOption, TimeoutOption, wait_for
 from pai.protocol import Problem, ProtocolError, parse_job
 from pai.sdk import InvalidArgumentError, InvalidProtocolError

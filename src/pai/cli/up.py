@@ -18,12 +18,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pai.cli.lease import hold_lease
 from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_cluster
 from pai.cluster.model import ClusterConfig
 from pai.diskfloor import room
 from pai.errors import ConfigurationError
 from pai.executors.isolation import IsolationError, resolve
 from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
+from pai.platform import ControllerRole, create_platform_app
+from pai.server import build_server, settle_heap
+from pai.server.logconfig import configure_logging
 from pai.settings import Settings
 
 DEFAULT_PORT = 9186
@@ -75,12 +79,6 @@ def up(
     settings, chosen, ray_nodes = prepare_controller(
         home, host, port, cluster, engine=engine, ray_address=ray_address
     )
-
-    from pai.cli.lease import hold_lease
-    from pai.platform import ControllerRole, create_platform_app
-    from pai.server import build_server, settle_heap
-    from pai.server.logconfig import configure_logging
-
     # With API workers, they take --port and the controller serves on a loopback port of its
     # own, where the workers reach it for task logs and wake it up after a submission.
     controller_port = free_loopback_port() if api_workers else port

@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from pai.protocol import JobSpec, Problem, ProtocolError, job_json_schema, parse_job
+from pai.cli.failures import problem_line
+from pai.protocol import JobSpec, ProtocolError, job_json_schema, parse_job
 
 protocol_app = typer.Typer(
     name="protocol",
@@ -20,13 +21,6 @@ protocol_app = typer.Typer(
 )
 
 STDIN = "-"
-
-
-def problem_line(source: str, problem: Problem) -> str:
-    """`FILE:LINE:COL: path: message`, the form editors and CI logs turn into links."""
-    where = source if problem.line is None else f"{source}:{problem.line}:{problem.column}"
-    what = f"{problem.path}: " if problem.path else ""
-    return f"{where}: {what}{problem.message}"
 
 
 def _summary(spec: JobSpec) -> str:

@@ -12,19 +12,17 @@
 Objects returned are pydantic models whose attributes are the API's JSON field names in
 snake_case (`job.job_status.app_exit_code`); `obj.raw()` gives the JSON back. Errors are
 `PaiError` subclasses by OpenPAI error code family.
+
+Importing `pai.sdk` is cheap: the errors and the configuration come at once, every other name
+from its module when first used (PEP 562), so that a program that needs only the errors does
+not load the client's HTTP stack and models.
 """
 
-from pai.sdk.client import Client, log_in
-from pai.sdk.cluster import (
-    CellCount,
-    Counts,
-    LeafUsage,
-    Node,
-    NodeVcUsage,
-    Resources,
-    SkuType,
-    VirtualCluster,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pai.sdk.config import ClientConfig, Credentials, config_path, load_config, save_config
 from pai.sdk.errors import (
     ConfigError,
@@ -40,27 +38,91 @@ from pai.sdk.errors import (
     UnauthorizedError,
     WaitTimeoutError,
 )
-from pai.sdk.identity import Group, LoginResult, ServerInfo, TokenCheck, TokenInfo, User
-from pai.sdk.job_models import (
-    FINAL_STATES,
-    ExitSpec,
-    JobDetail,
-    JobEvent,
-    JobInfo,
-    JobStatus,
-    JobSubmission,
-    LogLocation,
-    RetryDetails,
-    TaskAttempt,
-    TaskAttempts,
-    TaskRoleDetail,
-    TaskStatus,
-    WaitReason,
-)
-from pai.sdk.logs import LogStream
-from pai.sdk.market import MarketItem
-from pai.sdk.storage import AuditEvent, FileEntry, FileListing, Storage, StorageQuota, UploadStatus
-from pai.sdk.submission import JobSource
+
+if TYPE_CHECKING:
+    from pai.sdk.client import Client, log_in
+    from pai.sdk.cluster import (
+        CellCount,
+        Counts,
+        LeafUsage,
+        Node,
+        NodeVcUsage,
+        Resources,
+        SkuType,
+        VirtualCluster,
+    )
+    from pai.sdk.identity import Group, LoginResult, ServerInfo, TokenCheck, TokenInfo, User
+    from pai.sdk.job_models import (
+        FINAL_STATES,
+        ExitSpec,
+        JobDetail,
+        JobEvent,
+        JobInfo,
+        JobStatus,
+        JobSubmission,
+        LogLocation,
+        RetryDetails,
+        TaskAttempt,
+        TaskAttempts,
+        TaskRoleDetail,
+        TaskStatus,
+        WaitReason,
+    )
+    from pai.sdk.logs import LogStream
+    from pai.sdk.market import MarketItem
+    from pai.sdk.storage import (
+        AuditEvent,
+        FileEntry,
+        FileListing,
+        Storage,
+        StorageQuota,
+        UploadStatus,
+    )
+    from pai.sdk.submission import JobSource
+
+_HOMES = {
+    "pai.sdk.client": ("Client", "log_in"),
+    "pai.sdk.cluster": (
+        "CellCount",
+        "Counts",
+        "LeafUsage",
+        "Node",
+        "NodeVcUsage",
+        "Resources",
+        "SkuType",
+        "VirtualCluster",
+    ),
+    "pai.sdk.identity": ("Group", "LoginResult", "ServerInfo", "TokenCheck", "TokenInfo", "User"),
+    "pai.sdk.job_models": (
+        "FINAL_STATES",
+        "ExitSpec",
+        "JobDetail",
+        "JobEvent",
+        "JobInfo",
+        "JobStatus",
+        "JobSubmission",
+        "LogLocation",
+        "RetryDetails",
+        "TaskAttempt",
+        "TaskAttempts",
+        "TaskRoleDetail",
+        "TaskStatus",
+        "WaitReason",
+    ),
+    "pai.sdk.logs": ("LogStream",),
+    "pai.sdk.market": ("MarketItem",),
+    "pai.sdk.storage": (
+        "AuditEvent",
+        "FileEntry",
+        "FileListing",
+        "Storage",
+        "StorageQuota",
+        "UploadStatus",
+    ),
+    "pai.sdk.submission": ("JobSource",),
+}
+"""Where each name imported on first use is defined."""
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "FINAL_STATES",
@@ -120,3 +182,17 @@ __all__ = [
     "log_in",
     "save_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use and then kept."""
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

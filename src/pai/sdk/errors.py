@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
-from pai.protocol import Problem
+    from pai.protocol import Problem
 
 
 class PaiError(Exception):
@@ -157,6 +158,10 @@ def _json_object(response: httpx.Response) -> dict[str, Any]:
 
 
 def _problems(raw: Any) -> tuple[Problem, ...]:
+    # The protocol package is large (a tenth of a second to import) and only this answer needs
+    # it: imported here, a client that never submits an invalid job never loads it.
+    from pai.protocol import Problem
+
     if not isinstance(raw, list):
         return ()
     return tuple(

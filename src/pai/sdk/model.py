@@ -13,11 +13,16 @@ class ApiModel(BaseModel):
 
     Fields the server adds in later versions are kept (`model_extra`) rather than rejected, so
     an older client keeps working against a newer server. `raw()` gives back the JSON as the
-    server sent it.
+    server sent it. A model's validator is built when it is first used (`defer_build`), so
+    that a command pays only for the objects it reads, not for every one the SDK defines.
     """
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        frozen=True,
+        defer_build=True,
     )
 
     def raw(self) -> dict[str, Any]:

@@ -9,8 +9,10 @@ token: the code alone, seen in the browser's history, is worth nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -59,8 +61,6 @@ def sign_in_through_provider(
     must open in a browser (open it, print it); then wait up to `wait` seconds for the browser
     to come back. `UnauthorizedError` if the sign-in is refused, `WaitTimeoutError` if the
     browser never comes back."""
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
     answers: list[dict[str, str]] = []
 
     class Callback(BaseHTTPRequestHandler):
@@ -109,8 +109,6 @@ def sign_in_through_provider(
 
 
 def _wait_for_answer(listener: Any, answers: list[dict[str, str]], wait: float) -> None:
-    import time
-
     deadline = time.monotonic() + wait
     while not answers:
         left = deadline - time.monotonic()

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from pai.sdk.base import ApiBase
+from pai.sdk.model import ApiModel
 from pai.sdk.names import segment
 
 
-class SshContainer(BaseModel):
+class SshContainer(ApiModel):
     id: str
     taskRoleName: str
     taskIndex: int
@@ -17,7 +16,7 @@ class SshContainer(BaseModel):
     sshCommand: str
 
 
-class SshInfo(BaseModel):
+class SshInfo(ApiModel):
     """`GET /jobs/{user}~{job}/ssh`: where each running task listens, and its host key."""
 
     containers: list[SshContainer]
@@ -37,14 +36,14 @@ class SshInfo(BaseModel):
         raise LookupError(f"no running task {role} #{index} listens for SSH")
 
 
-class SshKey(BaseModel):
+class SshKey(ApiModel):
     title: str
     value: str
     fingerprint: str
     time: int | None = None
 
 
-class InteractiveJob(BaseModel):
+class InteractiveJob(ApiModel):
     """A running job with the ssh or tensorboard plugin (`GET /interactive-jobs`)."""
 
     name: str

@@ -23,6 +23,7 @@ import httpx
 
 import pai
 from pai.sdk.config import API_PATH, normalize_server
+from pai.sdk.connections import Connections
 from pai.sdk.errors import PaiError, ServerUnavailableError, error_from_response
 
 DEFAULT_TIMEOUT = 30.0
@@ -58,7 +59,9 @@ class Transport:
         headers = {"User-Agent": f"pai-sdk/{pai.__version__}"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.api_url, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.api_url, headers=headers, timeout=timeout, transport=Connections()
+        )
 
     def close(self) -> None:
         self._http.close()
