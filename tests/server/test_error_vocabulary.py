@@ -16,6 +16,7 @@ ALL_ERRORS = sorted(
         for value in vars(pai.errors).values()
         if isinstance(value, type)
         and issubclass(value, PaiError)
+        and value is not PaiError
         and "code" in vars(value)  # bases such as RetryLater have no code of their own
     ),
     key=lambda kind: kind.__name__,
