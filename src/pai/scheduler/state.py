@@ -381,6 +381,9 @@ class CellState:
                 self._set_holder(vleaf, None)
                 self._unbind_idle(vleaf)
         group.leaves, group.vleaves = [], []
+        for claim in group.claims:
+            self._vacate(claim)
+        group.claims = []
 
     def _downgrade(self, group: GroupRecord) -> None:
         """Lazy preemption: the group keeps its physical cells but no longer counts against its
@@ -405,11 +408,21 @@ class CellState:
             self._occupy(group, leaves, reserve=False)
 
     def _victims_of(self, group: GroupRecord) -> tuple[str, ...]:
-        names = {leaf.holder.name: None for leaf in group.leaves if leaf.holder is not None}
+        names = {
+            name
+            for leaf in group.reserved_leaves()
+            if leaf.holder is not None
+            for name in leaf.holder.stops
+        }
         return tuple(sorted(names))
 
     def _cancel_preemptors_on(self, leaves: Sequence[PhysicalCell], priority: int) -> None:
-        preemptors = {leaf.reserver.name: leaf.reserver for leaf in leaves if leaf.reserver}
+        """Preemptors of lower priority give up the reservations they have on `leaves`."""
+        preemptors: dict[str, GroupRecord] = {}
+        for leaf in leaves:
+            if leaf.reserver is not None:
+                preemptor = leaf.reserver.owner or leaf.reserver
+                preemptors[preemptor.name] = preemptor
         for name in sorted(preemptors):
             preemptor = preemptors[name]
             assert preemptor.priority < priority
