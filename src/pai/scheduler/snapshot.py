@@ -117,8 +117,8 @@ def _leaf_usage(leaf: PhysicalCell) -> LeafUsage:
         group = holder.name if holder is not None else None
         return LeafUsage(leaf.leaf_index, group, _leaf_priority(leaf), reserved_by)
     shares = tuple(
-        ShareUsage(group, ask.milli, ask.gpu_memory_mb)
-        for (group, _, _), ask in sorted(gpu.members.items())
+        ShareUsage(group, role, index, ask.milli, ask.gpu_memory_mb)
+        for (group, role, index), ask in sorted(gpu.members.items())
     )
     return LeafUsage(
         leaf.leaf_index,

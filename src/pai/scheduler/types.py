@@ -181,9 +181,11 @@ class GroupState(StrEnum):
 
 @dataclass(frozen=True)
 class ShareUsage:
-    """One sharing group's part of a shared GPU."""
+    """One task's part of a shared GPU: the task `role`/`index` of `group`."""
 
     group: str
+    role: str
+    index: int
     milli: int
     memory_mb: int = 0
 

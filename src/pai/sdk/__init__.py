@@ -22,6 +22,8 @@ from pai.sdk.cluster import (
     Node,
     NodeVcUsage,
     Resources,
+    SharedGpu,
+    SharedTask,
     SkuType,
     VirtualCluster,
 )
@@ -100,6 +102,8 @@ __all__ = [
     "RetryDetails",
     "ServerInfo",
     "ServerUnavailableError",
+    "SharedGpu",
+    "SharedTask",
     "SkuType",
     "Storage",
     "StorageQuota",

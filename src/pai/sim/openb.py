@@ -86,8 +86,7 @@ def _rows(path: Path, columns: Iterable[str]) -> Iterable[tuple[int, dict[str, s
     missing = [column for column in columns if column not in (reader.fieldnames or ())]
     if missing:
         raise OpenbFormatError(f"{path}: missing column(s) {', '.join(missing)}")
-    for line, row in enumerate(reader, start=2):
-        yield line, row
+    yield from enumerate(reader, start=2)
 
 
 def _int(path: Path, line: int, row: dict[str, str], column: str, minimum: int = 0) -> int:
@@ -95,7 +94,9 @@ def _int(path: Path, line: int, row: dict[str, str], column: str, minimum: int =
     try:
         value = int(text)
     except ValueError:
-        raise OpenbFormatError(f"{path}:{line}: {column} must be an integer, got {text!r}") from None
+        raise OpenbFormatError(
+            f"{path}:{line}: {column} must be an integer, got {text!r}"
+        ) from None
     if value < minimum:
         raise OpenbFormatError(f"{path}:{line}: {column} must be >= {minimum}, got {value}")
     return value

@@ -15,6 +15,8 @@ from its description; each picks a node and a GPU on it (the scheduler asks node
 - ``fgd``: fragmentation gradient descent: the node and GPU whose fragmentation (the paper's
   measure: CPU and GPU, the workload being the pod list's kinds of pods by how often each comes)
   rises least;
+- ``fgd-k8s``: the same measure scored as the authors' simulator does on Kubernetes' scheduler
+  framework: integer node scores (100 x sigmoid of the drop / 1000), ties broken at random;
 - ``pai``: PAI's own, `pai.scheduler.fragmentation.FragmentationPolicy`, which learns the
   workload from the tasks it places.
 
@@ -24,6 +26,7 @@ never share a GPU); they are 1 % of the published pod lists.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -88,9 +91,10 @@ class BestFit(_Baseline):
         usable = offer.usable_slots(ask)
         if not usable:
             return None
-        left = 0.5 * (offer.cpu_free - ask.cpu_milli) / self.scale.cpu_milli + 0.5 * (
-            _gpu_free(offer) - ask.milli
-        ) / self.scale.gpu_milli
+        left = (
+            0.5 * (offer.cpu_free - ask.cpu_milli) / self.scale.cpu_milli
+            + 0.5 * (_gpu_free(offer) - ask.milli) / self.scale.gpu_milli
+        )
         return (round(left, 9),), _tightest(offer, ask, usable)
 
 
@@ -129,6 +133,8 @@ class GpuClustering(_Baseline):
         usable = offer.usable_slots(ask)
         if not usable:
             return None
+        if not ask.milli:
+            return (0, 0), usable[0]  # a task without GPU has no kind to cluster with
         sizes = {size for slot in offer.slots for size in slot.sizes}
         busy = len(offer.slots) < offer.gpus or sizes
         if sizes == {ask.milli}:
@@ -163,10 +169,35 @@ class FragmentationDescent(_Baseline):
         return (round(rise, 6),), index
 
 
+class KubernetesFgd(FragmentationDescent):
+    """FGD as the authors' simulator runs it on Kubernetes' scheduler framework: a node's score
+    is an integer, 100 x sigmoid(fragmentation drop / 1000), and among the nodes of the highest
+    score one is picked at random."""
+
+    pure = False
+
+    def __init__(self, kinds: Iterable[tuple[TaskKind, float]], seed: int) -> None:
+        super().__init__(kinds)
+        self._rng = random.Random(seed)
+
+    def choose(self, offer: NodeOffer, ask: PodAsk) -> tuple[Score, int] | None:
+        found = super().choose(offer, ask)
+        if found is None:
+            return None
+        (rise,), index = found
+        node_score = int(100 / (1 + math.exp(min(rise / 1000, 700))))
+        return (-node_score, self._rng.random()), index
+
+
 def pod_kinds(pods: Iterable[OpenbPod]) -> list[tuple[TaskKind, float]]:
     """The pod list's kinds of pods (GPUs, share, CPU, memory) by how often each comes."""
     counts = Counter(
-        (min(pod.gpus, 1) if pod.gpus <= 1 else pod.gpus, pod.gpu_milli, pod.cpu_milli, pod.memory_mb)
+        (
+            min(pod.gpus, 1) if pod.gpus <= 1 else pod.gpus,
+            pod.gpu_milli,
+            pod.cpu_milli,
+            pod.memory_mb,
+        )
         for pod in pods
     )
     return [(kind, float(count)) for kind, count in counts.items()]
@@ -183,6 +214,7 @@ SHARE_POLICIES: dict[str, Callable[[Sequence[OpenbPod], ClusterScale, int], Shar
     "gpu-packing": lambda pods, scale, seed: GpuPacking(),
     "gpu-clustering": lambda pods, scale, seed: GpuClustering(),
     "fgd": lambda pods, scale, seed: FragmentationDescent(pod_kinds(pods)),
+    "fgd-k8s": lambda pods, scale, seed: KubernetesFgd(pod_kinds(pods), seed),
     "pai": _pai,
 }
 """Policy name -> how to build it from the pod list, the cluster's scale and the seed."""
