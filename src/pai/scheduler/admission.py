@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pai.cluster.model import ClusterConfig
@@ -212,8 +213,9 @@ def _shape_refusal(
     if not options:
         return f"no cells of SKU type '{request.sku_type}' in the cluster"
     largest_pod = max(pod.leaf_cells for pod in request.pods)
+    needed = least_leaves(request)
     for capacity in options.values():
-        if request.leaf_cells <= capacity.leaves and largest_pod <= capacity.largest_node:
+        if needed <= capacity.leaves and largest_pod <= capacity.largest_node:
             return None
     chain, capacity = next(iter(options.items()))
     noun = cluster.chain_sku(chain).unit_noun
@@ -222,4 +224,13 @@ def _shape_refusal(
             f"a task needs {largest_pod} {noun} on one node but the largest cell of {owner} "
             f"holds {capacity.largest_node}"
         )
-    return f"the job needs {request.leaf_cells} {noun} but {owner} has {capacity.leaves} in total"
+    return f"the job needs {needed} {noun} but {owner} has {capacity.leaves} in total"
+
+
+def least_leaves(request: GroupRequest) -> int:
+    """The fewest leaf cells the group can run on: its pods' cells, or, for pods sharing GPUs,
+    as many GPUs as their shares add up to."""
+    if not request.shares:
+        return request.leaf_cells
+    total = sum(pod.share.milli for pod in request.pods if pod.share is not None)
+    return max(1, math.ceil(total / GPU_MILLI))

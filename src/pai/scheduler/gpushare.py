@@ -92,6 +92,18 @@ class SharedGpu:
         """Whether new tasks may join: not being taken by a preemptor."""
         return self.leaf.reserver is None
 
+    def stops(self) -> list[str]:
+        """The groups that must stop for the GPU to be taken from its space: those sharing it,
+        and, if the space's other tasks need its CPU or memory share, all of the space's."""
+        groups = {group for group, _, _ in self.members}
+        space = self.space
+        cpu = space.cpu_free - space.cpu_share + sum(a.cpu_milli for a in self.members.values())
+        memory = space.memory_free - space.memory_share
+        memory += sum(ask.memory_mb for ask in self.members.values())
+        if cpu < 0 or memory < 0:
+            groups.update(group for gpu in space.gpus for group, _, _ in gpu.members)
+        return sorted(groups)
+
 
 class ShareSpace:
     """The shared GPUs of one class on one node, which pool their CPU and memory shares.

@@ -70,7 +70,7 @@ class GroupRecord:
     @property
     def stops(self) -> list[str]:
         """The groups that must stop for this record's cells to be free: the group itself, or,
-        for a pool, every group sharing its GPU."""
+        for a pool, the groups sharing its GPU (`SharedGpu.stops`)."""
         if self.gpu is None:
             return [self.name]
-        return sorted({group for group, _, _ in self.gpu.members})
+        return self.gpu.stops()

@@ -47,7 +47,9 @@ def _verify_groups(scheduler: Scheduler, problems: list[str]) -> None:
     for name, group in [*scheduler._groups.items(), *pools.items(), *claims.items()]:
         if group.shared or (group.request.shares and group.state is GroupState.ALLOCATED):
             continue  # its pods share GPUs that pools hold (checked by _verify_shares)
-        expected = sum(len(pod.leaf_indices) for pod in group.placement.pods)
+        expected = len(
+            {(pod.node, index) for pod in group.placement.pods for index in pod.leaf_indices}
+        )
         if len(group.leaves) != expected or len(group.vleaves) != expected:
             problems.append(f"group {name} holds {len(group.leaves)} of {expected} leaves")
         table = reservers if group.state is GroupState.PREEMPTING else holders

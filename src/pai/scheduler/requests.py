@@ -269,6 +269,6 @@ def _leaf_cells(role: _Role, sku: SkuType) -> int:
 
 def _amounts(gpu: float, cpu: int, memory_mb: int) -> str:
     """`1 GPU, 8 CPUs and 61440 MB of memory` (`0.25 GPU ...` for a share)."""
-    gpus = "GPU" if gpu <= 1 else "GPUs"
+    gpus = "GPU" if 0 < gpu <= 1 else "GPUs"
     cpus = "CPU" if cpu == 1 else "CPUs"
     return f"{gpu} {gpus}, {cpu} {cpus} and {memory_mb} MB of memory"

@@ -71,6 +71,24 @@ class Draft:
         self.cpu_share = cpu_share
         self.memory_share = memory_share
 
+    def fresh(self) -> Draft | None:
+        """The draft of a plan that may have to wait for preemptions: only GPUs to start
+        sharing, and none of the space's free CPU or memory (others may take it meanwhile)."""
+        entries = [(slot, target) for slot, target in self.entries if not slot.shared]
+        if not entries:
+            return None
+        space_cpu, space_memory = min(0, self.space_cpu), min(0, self.space_memory)
+        base = NodeOffer(
+            (),
+            self.offer.gpus,
+            self.offer.cpu_free - self.space_cpu + space_cpu,
+            self.offer.memory_free - self.space_memory + space_memory,
+            self.offer.cpu_total,
+            self.offer.memory_total,
+            self.offer.gpu_memory_mb,
+        )
+        return Draft(entries, base, space_cpu, space_memory, self.cpu_share, self.memory_share)
+
     def take(self, index: int, ask: PodAsk) -> tuple[Draft, Target, list[Target]]:
         """The draft after `ask` took slot `index`: with the target and the free GPUs it claims."""
         slot, target = self.entries[index]

@@ -21,7 +21,7 @@ be preempted first.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -139,7 +139,7 @@ class SharingState(CellMapping):
                 self._site_index(cls, self._chains[chain].physical_view)
                 for chain in self._capacity.opportunistic_chains(request)
             ]
-            plan = self._plan(request, asks, indexes, None, set())
+            plan = self._plan(request, asks, indexes, None, set(), False)
             if plan is not None and self._map(plan) is not None:
                 return self._offer_plan(plan)
             return Wait(self._share_wait(request, asks, None))
@@ -152,8 +152,9 @@ class SharingState(CellMapping):
         indexes = [self._site_index(ShareClass(view, request.priority), view) for view in views]
         for preempt in passes:
             excluded: set[Site] = set()
+            fresh_only = False  # set once a plan had to preempt but joined shared GPUs
             for _ in range(MAX_TRIES):
-                plan = self._plan(request, asks, indexes, preempt, excluded)
+                plan = self._plan(request, asks, indexes, preempt, excluded, fresh_only)
                 if plan is None:
                     break
                 victims = self._map(plan)
@@ -165,7 +166,9 @@ class SharingState(CellMapping):
                 decision = self._reserve(plan, victims)
                 if decision is not None:
                     return decision
-                excluded.update(take.site for take in plan.takes)
+                if fresh_only:
+                    excluded.update(take.site for take in plan.takes)
+                fresh_only = True
         return Wait(self._share_wait(request, asks, views))
 
     def _share_views(self, request: GroupRequest) -> list[VcView]:
@@ -182,11 +185,14 @@ class SharingState(CellMapping):
         indexes: list[SiteIndex],
         preempt: int | None,
         excluded: set[Site],
+        fresh_only: bool,
     ) -> _Plan | None:
         """Choose a GPU for each pod, largest first, all in one chain; None when some pod fits
-        nowhere. A lone pod outside preemption is answered from the indexes' heaps."""
+        nowhere. `fresh_only` leaves shared GPUs out (a plan that must wait for preemptions
+        cannot count on them). A lone pod otherwise is answered from the indexes' heaps."""
         policy = self.share_policy
-        fast = policy.pure and preempt is None and not excluded and len(asks) == 1
+        fast = policy.pure and preempt is None and not excluded and not fresh_only
+        fast = fast and len(asks) == 1
         overlay: dict[Site, Draft] = {}
         takes: list[_Take] = []
         order = sorted(range(len(asks)), key=lambda i: (-asks[i].milli, i))
@@ -197,7 +203,7 @@ class SharingState(CellMapping):
                 found = (
                     index.best(ask, policy)
                     if fast
-                    else self._scan(index, ask, preempt, excluded, overlay)
+                    else self._scan(index, ask, preempt, excluded, overlay, fresh_only)
                 )
                 if found is not None and (best is None or found[0] < best[0][0]):
                     best = (found, index)
@@ -217,6 +223,7 @@ class SharingState(CellMapping):
         preempt: int | None,
         excluded: set[Site],
         overlay: dict[Site, Draft],
+        fresh_only: bool,
     ) -> Answer | None:
         """The best answer over every site of the index."""
         best: Answer | None = None
@@ -229,6 +236,8 @@ class SharingState(CellMapping):
                     draft = index.draft(site)
                 elif node.healthy:
                     draft = self._build_draft(index.cls, site, preempt)
+                if draft is not None and fresh_only:
+                    draft = draft.fresh()
             if draft is None:
                 continue
             found = index.answer(site, draft, ask, self.share_policy)
@@ -353,20 +362,31 @@ class SharingState(CellMapping):
         return Bind(plan.placement)
 
     def _reserve(self, plan: _Plan, victims: set[str]) -> Preempt | None:
-        """Reserve the GPUs the plan starts sharing, and those it claims, until the victims
-        stop. A plan that also joins shared GPUs cannot wait for that (the shared GPUs may
-        fill up meanwhile), so it is not taken."""
+        """Reserve the GPUs the plan starts sharing (each once, though several of its pods may
+        share one), and those it claims, until the victims stop. A plan that also joins shared
+        GPUs cannot wait for that (they may fill up meanwhile), so it is not taken."""
         if any(isinstance(take.target, SharedGpu) for take in plan.takes):
             return None
+        if not self._self_sufficient(plan):
+            return None
         request = plan.request
-        leaves = [take.leaf for take in plan.takes if take.leaf is not None]
-        claimed = [(take, leaf) for take in plan.takes for leaf in take.claim_leaves]
-        self._cancel_preemptors_on([*leaves, *(leaf for _, leaf in claimed)], request.priority)
+        fresh: dict[PhysicalCell, PodPlacement] = {}
+        for take in plan.takes:
+            assert take.leaf is not None
+            fresh.setdefault(take.leaf, plan.placement.pods[take.pod])
+        claimed: dict[PhysicalCell, _Take] = {}
+        for take in plan.takes:  # a gang's later pod may start sharing an earlier one's claim
+            for leaf in take.claim_leaves:
+                if leaf not in fresh:
+                    claimed.setdefault(leaf, take)
+        self._cancel_preemptors_on([*fresh, *claimed], request.priority)
         group = self._new_group(request, plan.placement)
         group.state = GroupState.PREEMPTING
-        reserved = self._occupy(group, leaves, reserve=True)
+        group.placement = Placement(plan.placement.chain, tuple(fresh.values()))
+        reserved = self._occupy(group, list(fresh), reserve=True)
+        group.placement = plan.placement
         assert reserved, "a mapped placement can always be reserved"
-        for take, leaf in claimed:
+        for leaf, take in claimed.items():
             cell_type = plan.placement.pods[take.pod].cell_type
             claim = self._pool_record(take.cls, leaf, cell_type)
             claim.state, claim.owner = GroupState.PREEMPTING, group
@@ -377,6 +397,24 @@ class SharingState(CellMapping):
         self._rebalance_doomed(self._chains[plan.placement.chain])
         self._flush()
         return Preempt(tuple(sorted(victims)), plan.placement)
+
+    def _self_sufficient(self, plan: _Plan) -> bool:
+        """Whether the GPUs the plan starts sharing and claims give, node by node, all the CPU
+        and memory its pods ask for (a reservation cannot count on a space's free share)."""
+        asked: dict[Site, list[int]] = {}
+        gpus: dict[Site, set[PhysicalCell]] = {}
+        for take in plan.takes:
+            cpu_memory = asked.setdefault(take.site, [0, 0])
+            cpu_memory[0] += take.ask.cpu_milli
+            cpu_memory[1] += take.ask.memory_mb
+            assert take.leaf is not None
+            gpus.setdefault(take.site, set()).update((take.leaf, *take.claim_leaves))
+        for site, (cpu, memory) in asked.items():
+            sku = self.cluster.chain_sku(site.chain.name)
+            count = len(gpus[site])
+            if cpu > count * sku.cpu * 1000 or memory > count * sku.memory_mb:
+                return False
+        return True
 
     def _share_wait(
         self, request: GroupRequest, asks: Sequence[PodAsk], views: list[VcView] | None
@@ -419,30 +457,37 @@ class SharingState(CellMapping):
             self._join(gpu, group, request.pods[take.pod], take.ask)
             group.shared.append(gpu)
         self._groups[request.name] = group
+        self._give_back_spares({id(gpu.space): gpu.space for gpu in group.shared}.values())
         self._settle(group)
 
     def _pool_reserved(self, group: GroupRecord) -> None:
-        """A sharing group whose victims stopped: each leaf it reserved becomes a shared GPU."""
+        """A sharing group whose victims stopped: each leaf it reserved becomes a shared GPU,
+        its pods join theirs, and its claims join its spaces."""
         cls = ShareClass(group.view, group.priority)
-        leaves, vleaves = group.leaves, group.vleaves
-        group.leaves, group.vleaves = [], []
-        pods = zip(group.request.pods, group.placement.pods, leaves, vleaves, strict=True)
-        for pod, placed, leaf, vleaf in pods:
-            pool = self._pool_record(cls, leaf, placed.cell_type)
+        leaves = self._resolve(group.placement)
+        assert not isinstance(leaves, str)
+        placed = zip(leaves, group.placement.pods, strict=True)
+        cell_types = {leaf: pod.cell_type for leaf, pod in placed}
+        for leaf, vleaf in zip(group.leaves, group.vleaves, strict=True):
+            pool = self._pool_record(cls, leaf, cell_types[leaf])
             pool.leaves, pool.vleaves = [leaf], [vleaf]
             if vleaf is not None:
                 self._set_holder(vleaf, pool)
             self._set_leaf(leaf, pool, None)
-            gpu = self._new_gpu(cls, pool, leaf, vleaf)
-            self._join(gpu, group, pod, PodAsk.of(pod))
-            group.shared.append(gpu)
+            self._new_gpu(cls, pool, leaf, vleaf)
+        group.leaves, group.vleaves = [], []
         for claim in group.claims:
             leaf = claim.leaves[0]
             self._set_leaf(leaf, claim, None)
             claim.state, claim.owner = GroupState.ALLOCATED, None
             self._new_gpu(cls, claim, leaf, claim.vleaves[0])
         group.claims = []
+        for pod, leaf in zip(group.request.pods, leaves, strict=True):
+            gpu = self._shared[leaf]
+            self._join(gpu, group, pod, PodAsk.of(pod))
+            group.shared.append(gpu)
         group.state = GroupState.ALLOCATED
+        self._give_back_spares({id(gpu.space): gpu.space for gpu in group.shared}.values())
         self._settle(group)
 
     def _open_gpu(self, cls: ShareClass, leaf: PhysicalCell, cell_type: str | None) -> SharedGpu:
@@ -592,7 +637,11 @@ class SharingState(CellMapping):
             gpu.space.memory_used -= ask.memory_mb
             spaces[id(gpu.space)] = gpu.space
         group.shared = []
-        for space in spaces.values():
+        self._give_back_spares(spaces.values())
+
+    def _give_back_spares(self, spaces: Iterable[ShareSpace]) -> None:
+        """Close the empty shared GPUs the spaces no longer need for CPU or memory."""
+        for space in list(spaces):
             self._touch_space(space)
             for gpu in space.spare_gpus():
                 self._close_gpu(gpu)

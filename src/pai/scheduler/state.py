@@ -282,7 +282,8 @@ class CellState:
                 if leaf is None:
                     return f"node '{pod.node}' has no leaf cell {index}"
                 leaves.append(leaf)
-        if len(set(leaves)) != len(leaves):
+        shares = any(pod.share is not None for pod in placement.pods)
+        if not shares and len(set(leaves)) != len(leaves):
             return "the placement uses a leaf cell twice"
         return leaves
 
