@@ -138,8 +138,7 @@ class FragmentationPolicy:
     """PAI's placement of tasks on shared GPUs (see the module docstring).
 
     A placement's score is the rise of fragmentation plus stranded capacity on its node; among
-    equal scores, the GPU left with the least free first (the tightest fit), then a GPU already
-    shared before a free one.
+    equal scores, the GPU left with the least free first (the tightest fit).
     """
 
     pure = True
@@ -203,7 +202,7 @@ class FragmentationPolicy:
             slot = offer.slots[index]
             after = state_after(state, slot.free_milli, ask)
             rise = self.fragmentation.of(after) + self.stranding.of(after) - before
-            score = (round(rise, 6), slot.free_milli - ask.milli, 0 if slot.shared else 1)
+            score = (round(rise, 6), slot.free_milli - ask.milli)
             if best is None or score < best[0]:
                 best = (score, index)
         return best
