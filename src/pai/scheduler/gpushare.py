@@ -71,17 +71,22 @@ class PodAsk(NamedTuple):
 
 
 class SharedGpu:
-    """A leaf cell shared by tasks of one class; `pool` holds the leaf in HiveD's books."""
+    """A leaf cell shared by tasks of one class; `pool` holds the leaf in HiveD's books.
 
-    __slots__ = ("gpu_memory_mb", "leaf", "members", "milli", "pool", "space")
+    `milli` and `gpu_memory_mb` count what the members take and what preemptors hold for the
+    tasks they will start here once their victims stop (`Hold`).
+    """
+
+    __slots__ = ("gpu_memory_mb", "held", "leaf", "members", "milli", "pool", "space")
 
     def __init__(self, leaf: PhysicalCell, pool: GroupRecord, space: ShareSpace) -> None:
         self.leaf = leaf
         self.pool = pool
         self.space = space
         self.members: dict[MemberKey, PodAsk] = {}
-        self.milli = 0  # thousandths of the GPU taken
+        self.milli = 0  # thousandths of the GPU taken or held
         self.gpu_memory_mb = 0
+        self.held = 0  # holds on it: it stays shared while a preemptor counts on it
 
     def __repr__(self) -> str:
         node = self.leaf.node.name if self.leaf.node else "?"
@@ -109,10 +114,20 @@ class ShareSpace:
     """The shared GPUs of one class on one node, which pool their CPU and memory shares.
 
     `site` is the node as the class sees it: a VC's node cell (guaranteed) or the physical node
-    cell (opportunistic).
+    cell (opportunistic). `cpu_used` and `memory_used` count what members take and what
+    preemptors hold.
     """
 
-    __slots__ = ("cls", "cpu_share", "cpu_used", "gpus", "memory_share", "memory_used", "site")
+    __slots__ = (
+        "cls",
+        "cpu_share",
+        "cpu_used",
+        "gpus",
+        "holders",
+        "memory_share",
+        "memory_used",
+        "site",
+    )
 
     def __init__(
         self,
@@ -128,6 +143,7 @@ class ShareSpace:
         self.gpus: list[SharedGpu] = []
         self.cpu_used = 0
         self.memory_used = 0
+        self.holders: dict[str, GroupRecord] = {}  # preempting groups with holds here
 
     @property
     def cpu_free(self) -> int:
@@ -142,12 +158,25 @@ class ShareSpace:
         spare: list[SharedGpu] = []
         cpu, memory = self.cpu_free, self.memory_free
         for gpu in reversed(self.gpus):
-            if gpu.members or cpu < self.cpu_share or memory < self.memory_share:
+            if gpu.held or gpu.members or cpu < self.cpu_share or memory < self.memory_share:
                 continue
             spare.append(gpu)
             cpu -= self.cpu_share
             memory -= self.memory_share
         return spare
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What a preempting group keeps for its tasks until its victims stop: part of a shared
+    GPU it will join, or CPU and memory of a space its tasks will count on."""
+
+    gpu: SharedGpu | None
+    space: ShareSpace
+    milli: int = 0
+    gpu_memory_mb: int = 0
+    cpu_milli: int = 0
+    memory_mb: int = 0
 
 
 # == offers: what a placement policy sees ========================================================

@@ -8,7 +8,7 @@ from pai.scheduler.types import OPPORTUNISTIC_PRIORITY, GroupRequest, GroupState
 
 if TYPE_CHECKING:
     from pai.scheduler.cells import PhysicalCell, VirtualCell
-    from pai.scheduler.gpushare import SharedGpu
+    from pai.scheduler.gpushare import Hold, SharedGpu
     from pai.scheduler.views import VcView
 
 
@@ -20,13 +20,15 @@ class GroupRecord:
     Two kinds of records take part in GPU sharing: a *pool* (`gpu` set) holds the one leaf of a
     shared GPU; an allocated group of sharing pods holds no leaf itself, `shared[i]` being the
     GPU its i-th pod shares. While it preempts, a sharing group reserves the leaves its pods will
-    share like any group, and the further leaves its space needs for CPU and memory through
-    `claims`, pool records that become shared GPUs with it (their `owner`)."""
+    start sharing like any group, the further leaves its space needs for CPU and memory through
+    `claims` (pool records that become shared GPUs with it, their `owner`), and through `holds`
+    the parts of shared GPUs and spaces it counts on."""
 
     __slots__ = (
         "claims",
         "downgraded",
         "gpu",
+        "holds",
         "leaves",
         "name",
         "owner",
@@ -51,6 +53,7 @@ class GroupRecord:
         self.shared: list[SharedGpu] = []
         self.claims: list[GroupRecord] = []
         self.owner: GroupRecord | None = None
+        self.holds: list[Hold] = []  # what a preempting sharing group keeps for its tasks
 
     def reserved_leaves(self) -> list[PhysicalCell]:
         """The leaves the group holds or reserves, its claims' included."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pai.scheduler.buddy import feasible
 from pai.scheduler.cells import PhysicalCell, VirtualCell
-from pai.scheduler.gpushare import SharedGpu, ShareSpace
+from pai.scheduler.gpushare import Hold, SharedGpu, ShareSpace
 from pai.scheduler.groups import GroupRecord
 from pai.scheduler.state import ChainState
 from pai.scheduler.types import GPU_MILLI, GroupState
@@ -47,9 +47,13 @@ def _verify_groups(scheduler: Scheduler, problems: list[str]) -> None:
     for name, group in [*scheduler._groups.items(), *pools.items(), *claims.items()]:
         if group.shared or (group.request.shares and group.state is GroupState.ALLOCATED):
             continue  # its pods share GPUs that pools hold (checked by _verify_shares)
-        expected = len(
-            {(pod.node, index) for pod in group.placement.pods for index in pod.leaf_indices}
-        )
+        placed = {(pod.node, index) for pod in group.placement.pods for index in pod.leaf_indices}
+        joined = {
+            (hold.gpu.leaf.node.name, hold.gpu.leaf.leaf_index)
+            for hold in group.holds
+            if hold.gpu is not None and hold.gpu.leaf.node is not None
+        }
+        expected = len(placed - joined)  # a preempting group joins shared GPUs by holds
         if len(group.leaves) != expected or len(group.vleaves) != expected:
             problems.append(f"group {name} holds {len(group.leaves)} of {expected} leaves")
         table = reservers if group.state is GroupState.PREEMPTING else holders
@@ -90,13 +94,25 @@ def _verify_shares(scheduler: Scheduler, problems: list[str]) -> None:
             members[(name, pod.role, pod.index)] = gpu
             if (name, pod.role, pod.index) not in gpu.members:
                 problems.append(f"{gpu} lacks its member {name} {pod.role} {pod.index}")
+    held: dict[int, list[Hold]] = {}
+    for group in scheduler._groups.values():
+        for hold in group.holds:
+            held.setdefault(id(hold.gpu), []).append(hold)
+            held.setdefault(id(hold.space), []).append(hold)
+            if hold.space.holders.get(group.name) is not group:
+                problems.append(f"{group.name} holds a share of a space that does not know it")
     spaces: dict[int, ShareSpace] = {}
     for leaf, gpu in scheduler._shared.items():
         if gpu.leaf is not leaf or leaf.holder is not gpu.pool or gpu.pool.gpu is not gpu:
             problems.append(f"{gpu} is not held by its pool")
-        if gpu.milli != sum(ask.milli for ask in gpu.members.values()) or gpu.milli > GPU_MILLI:
+        holds = held.get(id(gpu), [])
+        if gpu.held != len(holds):
+            problems.append(f"{gpu} counts {gpu.held} holds of {len(holds)}")
+        milli = sum(ask.milli for ask in gpu.members.values()) + sum(h.milli for h in holds)
+        if gpu.milli != milli or gpu.milli > GPU_MILLI:
             problems.append(f"{gpu} counts {gpu.milli} thousandths for {gpu.members}")
-        if gpu.gpu_memory_mb != sum(ask.gpu_memory_mb for ask in gpu.members.values()):
+        memory = sum(a.gpu_memory_mb for a in gpu.members.values())
+        if gpu.gpu_memory_mb != memory + sum(h.gpu_memory_mb for h in holds):
             problems.append(f"{gpu} counts {gpu.gpu_memory_mb} MB of GPU memory")
         for key in gpu.members:
             if members.get(key) is not gpu:
@@ -111,7 +127,11 @@ def _verify_shares(scheduler: Scheduler, problems: list[str]) -> None:
         problems.append("a space without shared GPUs is still listed")
     for space in spaces.values():
         asks = [ask for gpu in space.gpus for ask in gpu.members.values()]
-        used = (sum(a.cpu_milli for a in asks), sum(a.memory_mb for a in asks))
+        holds = [hold for hold in held.get(id(space), []) if hold.gpu is None]
+        used = (
+            sum(a.cpu_milli for a in asks) + sum(h.cpu_milli for h in holds),
+            sum(a.memory_mb for a in asks) + sum(h.memory_mb for h in holds),
+        )
         if used != (space.cpu_used, space.memory_used):
             problems.append(f"space of {space.site} counts {space.cpu_used, space.memory_used}")
         if space.cpu_free < 0 or space.memory_free < 0:

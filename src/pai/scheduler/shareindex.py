@@ -71,24 +71,6 @@ class Draft:
         self.cpu_share = cpu_share
         self.memory_share = memory_share
 
-    def fresh(self) -> Draft | None:
-        """The draft of a plan that may have to wait for preemptions: only GPUs to start
-        sharing, and none of the space's free CPU or memory (others may take it meanwhile)."""
-        entries = [(slot, target) for slot, target in self.entries if not slot.shared]
-        if not entries:
-            return None
-        space_cpu, space_memory = min(0, self.space_cpu), min(0, self.space_memory)
-        base = NodeOffer(
-            (),
-            self.offer.gpus,
-            self.offer.cpu_free - self.space_cpu + space_cpu,
-            self.offer.memory_free - self.space_memory + space_memory,
-            self.offer.cpu_total,
-            self.offer.memory_total,
-            self.offer.gpu_memory_mb,
-        )
-        return Draft(entries, base, space_cpu, space_memory, self.cpu_share, self.memory_share)
-
     def take(self, index: int, ask: PodAsk) -> tuple[Draft, Target, list[Target]]:
         """The draft after `ask` took slot `index`: with the target and the free GPUs it claims."""
         slot, target = self.entries[index]
@@ -142,7 +124,12 @@ def _claims_for(deficit: int, share: int) -> int:
 
 
 SiteKey = tuple[Score, int, int]
-"""(the policy's score, minus the node's used leaves, its rank): lower is better."""
+"""(the policy's score, minus the node's used leaves, the node cell's id): lower is better.
+
+The id is the VC's own node cell's for guaranteed tasks, not the physical node's it is bound
+to, so a VC decides as it would alone on a private cluster of its cells (ids follow the order
+cells are declared in, which a private cluster keeps): what others run on its cells, or which
+free machine buddy allocation happened to bind, never changes a VC's placements."""
 Answer = tuple[SiteKey, Site, Draft, int]
 """A site's best answer: its key, the site, its draft and the slot the policy chose."""
 
@@ -198,7 +185,7 @@ class SiteIndex:
         if found is None:
             return None
         node = self.node_of[site]
-        return (found[0], -node.used, node.rank), site, draft, found[1]
+        return (found[0], -node.used, site.id), site, draft, found[1]
 
     def best(self, ask: PodAsk, policy: SharePolicy) -> Answer | None:
         """The best site for `ask`, from the heap (pure policies only)."""

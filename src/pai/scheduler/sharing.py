@@ -15,7 +15,8 @@ chosen VC leaves are then mapped to physical leaves as HiveD maps any group's.
 
 A task needing more CPU or memory than its space has free *claims* free GPUs of the node into
 the space (`gpushare`); like the GPU it shares, a claimed GPU free in the VC's view may have to
-be preempted first.
+be preempted first. A group that must wait for preemptions keeps all it counts on meanwhile:
+the leaves, as HiveD reserves cells, and the shares of shared GPUs and spaces (`Hold`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pai.scheduler import reasons
 from pai.scheduler.cells import PhysicalCell, VirtualCell
 from pai.scheduler.gpushare import (
     GpuSlot,
+    Hold,
     MemberKey,
     NodeOffer,
     PodAsk,
@@ -139,7 +141,7 @@ class SharingState(CellMapping):
                 self._site_index(cls, self._chains[chain].physical_view)
                 for chain in self._capacity.opportunistic_chains(request)
             ]
-            plan = self._plan(request, asks, indexes, None, set(), False)
+            plan = self._plan(request, asks, indexes, None, set())
             if plan is not None and self._map(plan) is not None:
                 return self._offer_plan(plan)
             return Wait(self._share_wait(request, asks, None))
@@ -152,9 +154,8 @@ class SharingState(CellMapping):
         indexes = [self._site_index(ShareClass(view, request.priority), view) for view in views]
         for preempt in passes:
             excluded: set[Site] = set()
-            fresh_only = False  # set once a plan had to preempt but joined shared GPUs
             for _ in range(MAX_TRIES):
-                plan = self._plan(request, asks, indexes, preempt, excluded, fresh_only)
+                plan = self._plan(request, asks, indexes, preempt, excluded)
                 if plan is None:
                     break
                 victims = self._map(plan)
@@ -163,12 +164,7 @@ class SharingState(CellMapping):
                     continue
                 if not victims:
                     return self._offer_plan(plan)
-                decision = self._reserve(plan, victims)
-                if decision is not None:
-                    return decision
-                if fresh_only:
-                    excluded.update(take.site for take in plan.takes)
-                fresh_only = True
+                return self._reserve(plan, victims)
         return Wait(self._share_wait(request, asks, views))
 
     def _share_views(self, request: GroupRequest) -> list[VcView]:
@@ -185,14 +181,11 @@ class SharingState(CellMapping):
         indexes: list[SiteIndex],
         preempt: int | None,
         excluded: set[Site],
-        fresh_only: bool,
     ) -> _Plan | None:
         """Choose a GPU for each pod, largest first, all in one chain; None when some pod fits
-        nowhere. `fresh_only` leaves shared GPUs out (a plan that must wait for preemptions
-        cannot count on them). A lone pod otherwise is answered from the indexes' heaps."""
+        nowhere. A lone pod outside preemption is answered from the indexes' heaps."""
         policy = self.share_policy
-        fast = policy.pure and preempt is None and not excluded and not fresh_only
-        fast = fast and len(asks) == 1
+        fast = policy.pure and preempt is None and not excluded and len(asks) == 1
         overlay: dict[Site, Draft] = {}
         takes: list[_Take] = []
         order = sorted(range(len(asks)), key=lambda i: (-asks[i].milli, i))
@@ -203,7 +196,7 @@ class SharingState(CellMapping):
                 found = (
                     index.best(ask, policy)
                     if fast
-                    else self._scan(index, ask, preempt, excluded, overlay, fresh_only)
+                    else self._scan(index, ask, preempt, excluded, overlay)
                 )
                 if found is not None and (best is None or found[0] < best[0][0]):
                     best = (found, index)
@@ -223,7 +216,6 @@ class SharingState(CellMapping):
         preempt: int | None,
         excluded: set[Site],
         overlay: dict[Site, Draft],
-        fresh_only: bool,
     ) -> Answer | None:
         """The best answer over every site of the index."""
         best: Answer | None = None
@@ -236,8 +228,6 @@ class SharingState(CellMapping):
                     draft = index.draft(site)
                 elif node.healthy:
                     draft = self._build_draft(index.cls, site, preempt)
-                if draft is not None and fresh_only:
-                    draft = draft.fresh()
             if draft is None:
                 continue
             found = index.answer(site, draft, ask, self.share_policy)
@@ -361,19 +351,16 @@ class SharingState(CellMapping):
         self._share_offer = plan
         return Bind(plan.placement)
 
-    def _reserve(self, plan: _Plan, victims: set[str]) -> Preempt | None:
-        """Reserve the GPUs the plan starts sharing (each once, though several of its pods may
-        share one), and those it claims, until the victims stop. A plan that also joins shared
-        GPUs cannot wait for that (they may fill up meanwhile), so it is not taken."""
-        if any(isinstance(take.target, SharedGpu) for take in plan.takes):
-            return None
-        if not self._self_sufficient(plan):
-            return None
+    def _reserve(self, plan: _Plan, victims: set[str]) -> Preempt:
+        """Keep what the plan needs until the victims stop: the GPUs it starts sharing (each
+        once, though several of its pods may share one) and those it claims, as HiveD reserves
+        cells, and what it counts on of shared GPUs and of spaces' CPU and memory (`Hold`)."""
         request = plan.request
         fresh: dict[PhysicalCell, PodPlacement] = {}
         for take in plan.takes:
             assert take.leaf is not None
-            fresh.setdefault(take.leaf, plan.placement.pods[take.pod])
+            if not isinstance(take.target, SharedGpu):
+                fresh.setdefault(take.leaf, plan.placement.pods[take.pod])
         claimed: dict[PhysicalCell, _Take] = {}
         for take in plan.takes:  # a gang's later pod may start sharing an earlier one's claim
             for leaf in take.claim_leaves:
@@ -393,28 +380,82 @@ class SharingState(CellMapping):
             reserved = self._occupy(claim, [leaf], reserve=True)
             assert reserved, "a mapped claim can always be reserved"
             group.claims.append(claim)
+        for hold in self._holds_of(plan):
+            self._adjust(hold, 1)
+            group.holds.append(hold)
+            hold.space.holders[group.name] = group
         self._groups[request.name] = group
         self._rebalance_doomed(self._chains[plan.placement.chain])
         self._flush()
         return Preempt(tuple(sorted(victims)), plan.placement)
 
-    def _self_sufficient(self, plan: _Plan) -> bool:
-        """Whether the GPUs the plan starts sharing and claims give, node by node, all the CPU
-        and memory its pods ask for (a reservation cannot count on a space's free share)."""
+    def _holds_of(self, plan: _Plan) -> list[Hold]:
+        """What the plan counts on beyond the leaves it reserves: the shares of shared GPUs
+        its pods join, and, per space, the CPU and memory its new and claimed GPUs do not
+        bring."""
+        holds: list[Hold] = []
         asked: dict[Site, list[int]] = {}
-        gpus: dict[Site, set[PhysicalCell]] = {}
+        brought: dict[Site, set[PhysicalCell]] = {}
         for take in plan.takes:
-            cpu_memory = asked.setdefault(take.site, [0, 0])
-            cpu_memory[0] += take.ask.cpu_milli
-            cpu_memory[1] += take.ask.memory_mb
             assert take.leaf is not None
-            gpus.setdefault(take.site, set()).update((take.leaf, *take.claim_leaves))
+            target = take.target
+            if isinstance(target, SharedGpu):
+                holds.append(Hold(target, target.space, take.ask.milli, take.ask.gpu_memory_mb))
+            else:
+                brought.setdefault(take.site, set()).add(take.leaf)
+            brought.setdefault(take.site, set()).update(take.claim_leaves)
+            needs = asked.setdefault(take.site, [0, 0])
+            needs[0] += take.ask.cpu_milli
+            needs[1] += take.ask.memory_mb
         for site, (cpu, memory) in asked.items():
-            sku = self.cluster.chain_sku(site.chain.name)
-            count = len(gpus[site])
-            if cpu > count * sku.cpu * 1000 or memory > count * sku.memory_mb:
-                return False
-        return True
+            space = self._spaces.get((plan.takes[0].cls, site))
+            if space is None:
+                continue  # nothing shared there yet: the plan brings all it needs
+            count = len(brought.get(site, ()))
+            cpu_held = max(0, cpu - count * space.cpu_share)
+            memory_held = max(0, memory - count * space.memory_share)
+            if cpu_held or memory_held:
+                holds.append(Hold(None, space, cpu_milli=cpu_held, memory_mb=memory_held))
+        return holds
+
+    def _adjust(self, hold: Hold, sign: int) -> None:
+        """Take (`sign` 1) or give back (-1) what `hold` keeps."""
+        if hold.gpu is not None:
+            hold.gpu.held += sign
+            hold.gpu.milli += sign * hold.milli
+            hold.gpu.gpu_memory_mb += sign * hold.gpu_memory_mb
+            self._class_free[hold.space.cls] -= sign * hold.milli
+        hold.space.cpu_used += sign * hold.cpu_milli
+        hold.space.memory_used += sign * hold.memory_mb
+        self._touch_space(hold.space)
+
+    def _release_holds(self, group: GroupRecord) -> None:
+        holds, group.holds = group.holds, []
+        for hold in holds:
+            self._adjust(hold, -1)
+            hold.space.holders.pop(group.name, None)
+        self._give_back_spares({id(hold.space): hold.space for hold in holds}.values())
+
+    def _cancel_preemptors_on(self, leaves: Sequence[PhysicalCell], priority: int) -> None:
+        """As `CellState._cancel_preemptors_on`; also the lower-priority preemptors holding
+        shares of the spaces of shared GPUs among `leaves` (what they count on goes away)."""
+        super()._cancel_preemptors_on(leaves, priority)
+        holders: dict[str, GroupRecord] = {}
+        for leaf in leaves:
+            gpu = self._shared.get(leaf)
+            if gpu is not None:
+                holders.update(gpu.space.holders)
+        for name in sorted(holders):
+            holder = holders[name]
+            assert holder.priority < priority
+            self._vacate(holder)
+            del self._groups[name]
+
+    def _vacate(self, group: GroupRecord) -> None:
+        """As `CellState._vacate`; a preempting sharing group also gives back its holds."""
+        super()._vacate(group)
+        if group.holds:
+            self._release_holds(group)
 
     def _share_wait(
         self, request: GroupRequest, asks: Sequence[PodAsk], views: list[VcView] | None
@@ -464,6 +505,10 @@ class SharingState(CellMapping):
         """A sharing group whose victims stopped: each leaf it reserved becomes a shared GPU,
         its pods join theirs, and its claims join its spaces."""
         cls = ShareClass(group.view, group.priority)
+        holds, group.holds = group.holds, []  # what they kept is taken for real below
+        for hold in holds:
+            self._adjust(hold, -1)
+            hold.space.holders.pop(group.name, None)
         leaves = self._resolve(group.placement)
         assert not isinstance(leaves, str)
         placed = zip(leaves, group.placement.pods, strict=True)

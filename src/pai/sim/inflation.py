@@ -25,12 +25,14 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pai.cluster import load_cluster
 from pai.cluster.model import ClusterConfig
 from pai.scheduler.gpushare import SharePolicy
 from pai.scheduler.pai import PaiScheduler
 from pai.scheduler.requests import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS
 from pai.scheduler.types import Bind, Preempt
 from pai.sim.openb import DEFAULT_VC, OpenbPod
+from pai.sim.private import private_cluster
 
 DEFAULT_TARGET = 130.0
 """Percent of the cluster's GPUs the arrivals ask for in all."""
@@ -38,6 +40,9 @@ PRIORITY = PRIORITY_OF_CLASS[DEFAULT_PRIORITY_CLASS]
 Progress = Callable[[int], None]
 """Called with the number of pods arrived so far, now and then."""
 PROGRESS_EVERY = 500
+MAX_PREEMPTIONS = 4
+"""Rounds of victims a pod may wait for (once some stop, the scheduler may name more: tasks
+whose CPU depended on a GPU the first ones left), as the controller would schedule it again."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,9 @@ def replay_inflation(
         name = f"pod-{index}"
         request = arrival.pod.request(name, arrival.vc, PRIORITY)
         decision = scheduler.schedule(request)
-        if isinstance(decision, Preempt):
+        for _ in range(MAX_PREEMPTIONS):
+            if not isinstance(decision, Preempt):
+                break
             for victim in decision.victims:
                 scheduler.release(victim)
                 vc, demand, guaranteed = held.pop(victim)
@@ -160,3 +167,29 @@ def guarantee_margins(shared: InflationResult, private: InflationResult) -> dict
         pairs = zip(shared.vc_held[vc], private.vc_held[vc], strict=True)
         margins[vc] = round(min((mine - alone for mine, alone in pairs), default=0.0), 3)
     return margins
+
+
+@dataclass
+class GuaranteeRun:
+    """A replay with several VCs (`shared`, pods overflowing onto other VCs' idle GPUs), the
+    same arrivals with each VC alone on its cells (`alone`), and per VC the least margin."""
+
+    shared: InflationResult
+    alone: InflationResult
+    margins: dict[str, float]
+
+
+def replay_with_vcs(
+    cluster: ClusterConfig,
+    arrivals: Sequence[Arrival],
+    policy: Callable[[], SharePolicy],
+    *,
+    seed: int,
+    progress: Progress | None = None,
+) -> GuaranteeRun:
+    """Replay `arrivals` (pods of several VCs) on `cluster` under PAI's policy with overflow,
+    and on private clusters of each VC's cells without; `policy` makes a fresh policy."""
+    shared = replay_inflation(cluster, arrivals, "pai", policy(), seed=seed, progress=progress)
+    private = load_cluster(private_cluster(cluster), source="private clusters")
+    alone = replay_inflation(private, arrivals, "alone", policy(), seed=seed, overflow=False)
+    return GuaranteeRun(shared, alone, guarantee_margins(shared, alone))
