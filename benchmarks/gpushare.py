@@ -1,13 +1,14 @@
 """GPU sharing on Alibaba's openb trace: the ATC'23 inflation replay through PAI's scheduler, for
 each placement policy, averaged over seeds (`pai.sim.inflation`, `pai.sim.sharepolicies`).
 
-    python benchmarks/gpushare.py --trace openb_pod_list_default.csv.gz        # Rich table
+    python benchmarks/gpushare.py                                              # Rich table
     python benchmarks/gpushare.py --json --trace FILE --seeds 42-51            # JSON
     python benchmarks/gpushare.py --trace FILE --seeds 42-51 --plot out.png    # and a plot
     python benchmarks/gpushare.py --trace FILE --vcs models --seeds 42-51      # VCs' guarantees
 
-The pod list is from `alibaba/clusterdata` (cluster-trace-gpu-v2023); the node list
-(openb_node_list_gpu_node.csv) is read from the pod list's folder unless `--nodes` names it.
+The pod list is one of `alibaba/clusterdata`'s cluster-trace-gpu-v2023 (default: the shipped
+data/traces/openb_pod_list_default.csv.gz); the node list (openb_node_list_gpu_node.csv[.gz]) is
+read from the pod list's folder unless `--nodes` names it.
 Prints `{"workload", "gpus", "seeds", "policies": {POLICY: {"alloc_at_100", "alloc_at_130",
 "seconds", "cpu_seconds"}}}`: allocation rates in percent of the cluster's GPUs when the arrived
 workload first reaches 100 % and 130 %, means over the seeds; seconds (wall and CPU) per seed.
@@ -41,6 +42,7 @@ from pai.sim.inflation import (
 from pai.sim.openb import node_list_beside, openb_cluster, read_nodes, read_pods, vc_name
 from pai.sim.plots import allocation_by_arrival
 from pai.sim.sharepolicies import SHARE_POLICIES, ClusterScale, make_share_policy
+from pai.sim.traces.locations import OPENB_PODS, shipped_file
 
 DEFAULT_POLICIES = (
     "random",
@@ -150,7 +152,11 @@ def mean_curve(runs: list[InflationResult]) -> list[tuple[float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, required=True, help="an openb pod list (.csv[.gz])")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help=f"an openb pod list (.csv[.gz]); default: the shipped {OPENB_PODS}",
+    )
     parser.add_argument("--nodes", type=Path, help="the node list (default: beside the trace)")
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="42, 42-51 or 42,45")
     parser.add_argument(
@@ -162,12 +168,13 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="write allocation against arrivals (PNG)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
+    trace: Path = args.trace or shipped_file(OPENB_PODS)
     seeds = seeds_of(args.seeds)
     policies = [name.strip() for name in args.policies.split(",") if name.strip()]
     unknown = [name for name in policies if name not in SHARE_POLICIES]
     if unknown:
         parser.error(f"unknown policies {', '.join(unknown)}; known: {', '.join(SHARE_POLICIES)}")
-    nodes_file = args.nodes or node_list_beside(args.trace)
+    nodes_file = args.nodes or node_list_beside(trace)
     console = Console(stderr=True)
     runs = len(seeds) * (len(policies) + (1 if args.vcs else 0))
     with Progress(console=console, transient=True) as progress:
@@ -176,9 +183,9 @@ def main() -> None:
         def tick(done: str) -> None:
             progress.update(task, description=f"done: {done}", advance=1)
 
-        summary, results = run(args.trace, nodes_file, policies, seeds, tick)
+        summary, results = run(trace, nodes_file, policies, seeds, tick)
         if args.vcs:
-            summary["vcs"] = run_vcs(args.trace, nodes_file, seeds, tick)
+            summary["vcs"] = run_vcs(trace, nodes_file, seeds, tick)
     if args.plot:
         curves = {name: mean_curve(runs_of) for name, runs_of in results.items()}
         allocation_by_arrival(curves, summary["workload"], len(seeds), args.plot)
