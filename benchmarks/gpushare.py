@@ -202,7 +202,11 @@ def _table(summary: dict[str, Any]) -> Table:
     )
     for column in ("policy", "alloc at 100 %", "alloc at 130 %", "s per seed", "CPU s"):
         table.add_column(column, justify="right")
-    for name, row in summary["policies"].items():
+    rows = list(summary["policies"].items())
+    vcs = summary.get("vcs")
+    if vcs:
+        rows += [("pai, VCs", vcs["shared"]), ("pai, VCs alone", vcs["alone"])]
+    for name, row in rows:
         table.add_row(
             name,
             f"{row['alloc_at_100']:.2f}",
@@ -210,18 +214,6 @@ def _table(summary: dict[str, Any]) -> Table:
             f"{row['seconds']:.1f}",
             f"{row['cpu_seconds']:.1f}",
         )
-    vcs = summary.get("vcs")
-    if vcs:
-        for label in ("shared", "alone"):
-            row = vcs[label]
-            name = "pai, VCs" + (" alone" if label == "alone" else "")
-            table.add_row(
-                name,
-                f"{row['alloc_at_100']:.2f}",
-                f"{row['alloc_at_130']:.2f}",
-                f"{row['seconds']:.1f}",
-                f"{row['cpu_seconds']:.1f}",
-            )
     return table
 
 

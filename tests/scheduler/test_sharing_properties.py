@@ -1,59 +1,24 @@
 """Random sequences of sharing and whole-GPU groups, completions, preemptions, node failures
-and restarts keep HiveD's promises and the sharing's books straight."""
+and restarts keep HiveD's promises and the sharing's books straight.
+
+The machine is test_scheduler_properties' (same cluster: VC a owns a rack, b a floating node and
+a pinned node, c two sockets; whole-GPU groups, completions, preemptions and node failures), with
+groups of tasks sharing GPUs added."""
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from scheduler_helpers import gpu_cluster, group
+from hypothesis.stateful import invariant, precondition, rule
+from test_scheduler_properties import CLUSTER, SchedulerMachine
 
-from pai.scheduler import (
-    Allocation,
-    Bind,
-    GroupRequest,
-    Placement,
-    PodRequest,
-    Preempt,
-    Scheduler,
-    Wait,
-    WaitKind,
-)
+from pai.scheduler import Allocation, Bind, GroupRequest, PodRequest, Preempt, Scheduler, Wait
 from pai.scheduler.types import GpuShare
 
-# 2 racks x 3 nodes x 8 GPUs (4 CPUs, 32 GiB each): VC a owns a rack, b a floating node and a
-# pinned node, c two sockets (half a node), as in test_scheduler_properties.
-CLUSTER = gpu_cluster(
-    2,
-    3,
-    {
-        "a": {"racks": 1},
-        "b": {
-            "virtualCells": [{"cellType": "RACK.NODE", "cellNumber": 1}],
-            "pinnedCells": [{"pinnedCellId": "b-pinned"}],
-        },
-        "c": {"sockets": 2},
-    },
-    pinned={"r1-n2": "b-pinned"},
-)
-NODES = [node.name for node in CLUSTER.nodes]
 SHARE_OF_A_GPU_CPU = 4000  # the SKU's CPU per GPU, in thousandths
 
 
-class SharingMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.scheduler = Scheduler(CLUSTER)
-        self.requests: dict[str, GroupRequest] = {}
-        self.placements: dict[str, Placement] = {}
-        self.preemptors: dict[str, tuple[str, ...]] = {}
-        self.bad: set[str] = set()
-        self.counter = 0
-
-    def _name(self, vc: str) -> str:
-        self.counter += 1
-        return f"u~{vc}{self.counter}/default"
-
+class SharingMachine(SchedulerMachine):
     @rule(
         vc=st.sampled_from(["a", "b", "c"]),
         priority=st.sampled_from([-1, 10, 100]),
@@ -65,21 +30,22 @@ class SharingMachine(RuleBasedStateMachine):
             PodRequest("worker", index, 1, GpuShare(size), cpu, 1024)
             for index, size in enumerate(milli)
         )
-        request = GroupRequest(self._name(vc), vc, priority, pods)
+        request = GroupRequest(self._name(), vc, priority, pods)
         guaranteed = self._has_room_for_one_share(request)
         decision = self.scheduler.schedule(request)
         if guaranteed:
             assert not isinstance(decision, Wait), (request, decision)
-        self._record(request, decision)
-
-    @rule(
-        vc=st.sampled_from(["a", "b", "c"]),
-        priority=st.sampled_from([-1, 10, 100]),
-        sizes=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=2),
-    )
-    def submit_whole(self, vc: str, priority: int, sizes: list[int]) -> None:
-        request = group(self._name(vc), vc, priority, *sizes)
-        self._record(request, self.scheduler.schedule(request))
+        if isinstance(decision, Preempt):
+            assert priority >= 0, "an opportunistic group never preempts"
+            self.preemptors[request.name] = decision.victims
+            self.requests[request.name] = request
+        elif isinstance(decision, Bind):
+            self.scheduler.allocate(request.name, decision.placement)
+            self.requests[request.name] = request
+            self.placements[request.name] = decision.placement
+            assert [pod.share for pod in decision.placement.pods] == [p.share for p in pods]
+        else:
+            assert request.name not in self.scheduler.snapshot().groups
 
     def _has_room_for_one_share(self, request: GroupRequest) -> bool:
         """One guaranteed task asking no more CPU than one GPU's share, in a VC (without pinned
@@ -90,56 +56,11 @@ class SharingMachine(RuleBasedStateMachine):
             return False
         return self.scheduler.snapshot().vcs[request.vc].free_leaves > 0
 
-    def _record(self, request: GroupRequest, decision: Bind | Preempt | Wait) -> None:
-        if isinstance(decision, Preempt):
-            assert request.priority >= 0, "an opportunistic group never preempts"
-            self.preemptors[request.name] = decision.victims
-            self.requests[request.name] = request
-        elif isinstance(decision, Bind):
-            self.scheduler.allocate(request.name, decision.placement)
-            self.requests[request.name] = request
-            self.placements[request.name] = decision.placement
-            for pod, asked in zip(decision.placement.pods, request.pods, strict=True):
-                assert pod.share == asked.share
-        else:
-            assert request.name not in self.scheduler.snapshot().groups
-
-    @precondition(lambda self: bool(self.requests))
-    @rule(data=st.data())
-    def finish(self, data: st.DataObject) -> None:
-        name = data.draw(st.sampled_from(sorted(self.requests)))
-        self.scheduler.release(name)
-        del self.requests[name]
-        self.preemptors.pop(name, None)
-
-    @precondition(lambda self: bool(self.preemptors))
-    @rule(data=st.data())
-    def preemption_completes(self, data: st.DataObject) -> None:
-        name = data.draw(st.sampled_from(sorted(self.preemptors)))
-        for victim in self.preemptors.pop(name):
-            if victim in self.requests:
-                self.scheduler.release(victim)
-                del self.requests[victim]
-                self.preemptors.pop(victim, None)
-        decision = self.scheduler.schedule(self.requests[name])
-        if isinstance(decision, Bind):
-            self.scheduler.allocate(name, decision.placement)
-            self.placements[name] = decision.placement
-        elif isinstance(decision, Preempt):
-            self.preemptors[name] = decision.victims
-        else:
-            assert decision.reason.kind is not WaitKind.UNSCHEDULABLE
-            del self.requests[name]  # its reservation was cancelled by a higher priority
-
-    @rule(node=st.sampled_from(NODES), healthy=st.booleans())
-    def node_health(self, node: str, healthy: bool) -> None:
-        self.scheduler.set_node_health(node, healthy)
-        (self.bad.discard if healthy else self.bad.add)(node)
-
     @precondition(lambda self: not self.preemptors)
     @rule()
     def restart(self) -> None:
-        """A scheduler rebuilt from the running groups has the same tasks on the same GPUs."""
+        """A scheduler rebuilt from the running groups has the same tasks on the same GPUs
+        (the GPUs claimed for CPU may be others of the same nodes)."""
         before = self.scheduler.snapshot()
         allocations = [
             Allocation(
@@ -157,9 +78,10 @@ class SharingMachine(RuleBasedStateMachine):
         assert _tasks_on_gpus(rebuilt) == _tasks_on_gpus(self.scheduler)
         assert rebuilt.snapshot().groups == before.groups
         self.scheduler = rebuilt
+        self.requests = {name: self.requests[name] for name in before.groups}
 
     @invariant()
-    def books_are_straight(self) -> None:
+    def state_is_consistent(self) -> None:
         self.scheduler.check_invariants()
         snapshot = self.scheduler.snapshot()
         for node in snapshot.nodes:

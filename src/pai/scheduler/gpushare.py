@@ -192,6 +192,15 @@ class GpuSlot(NamedTuple):
     shared: bool
     sizes: tuple[int, ...] = ()
 
+    def taken_by(self, ask: PodAsk) -> GpuSlot:
+        """The slot once `ask` took its part of the GPU."""
+        return GpuSlot(
+            self.free_milli - ask.milli,
+            self.free_memory_mb - ask.gpu_memory_mb,
+            True,
+            tuple(sorted((*self.sizes, ask.milli))),
+        )
+
 
 @dataclass(frozen=True)
 class NodeOffer:
@@ -227,26 +236,6 @@ class NodeOffer:
                 found.append(index)
             previous = slot
         return found
-
-    def after(self, index: int, ask: PodAsk) -> NodeOffer:
-        """The offer once `ask` took slot `index` (for the next task of the same group)."""
-        slot = self.slots[index]
-        taken = GpuSlot(
-            slot.free_milli - ask.milli,
-            slot.free_memory_mb - ask.gpu_memory_mb,
-            True,
-            tuple(sorted((*slot.sizes, ask.milli))),
-        )
-        slots = tuple(sorted((*self.slots[:index], taken, *self.slots[index + 1 :])))
-        return NodeOffer(
-            slots,
-            self.gpus,
-            self.cpu_free - ask.cpu_milli,
-            self.memory_free - ask.memory_mb,
-            self.cpu_total,
-            self.memory_total,
-            self.gpu_memory_mb,
-        )
 
 
 Score = tuple[float, ...]

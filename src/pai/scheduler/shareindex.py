@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from itertools import count
 
 from pai.scheduler.cells import PhysicalCell, VirtualCell
@@ -57,15 +58,7 @@ class Draft:
     ) -> None:
         entries.sort(key=lambda entry: entry[0])
         self.entries = entries
-        self.offer = NodeOffer(
-            tuple(slot for slot, _ in entries),
-            base.gpus,
-            base.cpu_free,
-            base.memory_free,
-            base.cpu_total,
-            base.memory_total,
-            base.gpu_memory_mb,
-        )
+        self.offer = replace(base, slots=tuple(slot for slot, _ in entries))
         self.space_cpu = space_cpu  # free in the class's space, without claiming
         self.space_memory = space_memory
         self.cpu_share = cpu_share
@@ -79,13 +72,7 @@ class Draft:
         needed = max(
             _claims_for(-space_cpu, self.cpu_share), _claims_for(-space_memory, self.memory_share)
         )
-        taken = GpuSlot(
-            slot.free_milli - ask.milli,
-            slot.free_memory_mb - ask.gpu_memory_mb,
-            True,
-            tuple(sorted((*slot.sizes, ask.milli))),
-        )
-        entries = [*self.entries[:index], (taken, target), *self.entries[index + 1 :]]
+        entries = [*self.entries[:index], (slot.taken_by(ask), target), *self.entries[index + 1 :]]
         claims: list[Target] = []
         for position, (other, other_target) in enumerate(entries):
             if len(claims) == needed:
@@ -96,15 +83,10 @@ class Draft:
                     GpuSlot(other.free_milli, other.free_memory_mb, True),
                     other_target,
                 )
-        base = self.offer
-        offer = NodeOffer(
-            (),
-            base.gpus,
-            base.cpu_free - ask.cpu_milli,
-            base.memory_free - ask.memory_mb,
-            base.cpu_total,
-            base.memory_total,
-            base.gpu_memory_mb,
+        offer = replace(
+            self.offer,
+            cpu_free=self.offer.cpu_free - ask.cpu_milli,
+            memory_free=self.offer.memory_free - ask.memory_mb,
         )
         after = Draft(
             entries,

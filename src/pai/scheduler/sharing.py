@@ -445,11 +445,7 @@ class SharingState(CellMapping):
             gpu = self._shared.get(leaf)
             if gpu is not None:
                 holders.update(gpu.space.holders)
-        for name in sorted(holders):
-            holder = holders[name]
-            assert holder.priority < priority
-            self._vacate(holder)
-            del self._groups[name]
+        self._cancel(holders, priority)
 
     def _vacate(self, group: GroupRecord) -> None:
         """As `CellState._vacate`; a preempting sharing group also gives back its holds."""

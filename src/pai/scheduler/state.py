@@ -424,6 +424,10 @@ class CellState:
             if leaf.reserver is not None:
                 preemptor = leaf.reserver.owner or leaf.reserver
                 preemptors[preemptor.name] = preemptor
+        self._cancel(preemptors, priority)
+
+    def _cancel(self, preemptors: dict[str, GroupRecord], priority: int) -> None:
+        """Preempting groups (of lower priority than `priority`) give up and wait again."""
         for name in sorted(preemptors):
             preemptor = preemptors[name]
             assert preemptor.priority < priority

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -83,7 +84,9 @@ class RandomFit(_Baseline):
         return (self._rng.random(),), self._rng.choice(usable)
 
 
-class BestFit(_Baseline):
+class _NodeScore(_Baseline, ABC):
+    """A baseline that scores nodes alone and takes the tightest GPU on the best one."""
+
     def __init__(self, scale: ClusterScale) -> None:
         self.scale = scale
 
@@ -91,26 +94,26 @@ class BestFit(_Baseline):
         usable = offer.usable_slots(ask)
         if not usable:
             return None
-        left = (
-            0.5 * (offer.cpu_free - ask.cpu_milli) / self.scale.cpu_milli
-            + 0.5 * (_gpu_free(offer) - ask.milli) / self.scale.gpu_milli
-        )
-        return (round(left, 9),), _tightest(offer, ask, usable)
+        return (round(self.node_score(offer, ask), 9),), _tightest(offer, ask, usable)
+
+    @abstractmethod
+    def node_score(self, offer: NodeOffer, ask: PodAsk) -> float:
+        """Lower is better."""
 
 
-class DotProduct(_Baseline):
-    def __init__(self, scale: ClusterScale) -> None:
-        self.scale = scale
+class BestFit(_NodeScore):
+    def node_score(self, offer: NodeOffer, ask: PodAsk) -> float:
+        cpu_left = (offer.cpu_free - ask.cpu_milli) / self.scale.cpu_milli
+        gpu_left = (_gpu_free(offer) - ask.milli) / self.scale.gpu_milli
+        return 0.5 * cpu_left + 0.5 * gpu_left
 
-    def choose(self, offer: NodeOffer, ask: PodAsk) -> tuple[Score, int] | None:
-        usable = offer.usable_slots(ask)
-        if not usable:
-            return None
+
+class DotProduct(_NodeScore):
+    def node_score(self, offer: NodeOffer, ask: PodAsk) -> float:
         cpu, gpu = self.scale.cpu_milli, self.scale.gpu_milli
-        dot = (ask.cpu_milli / cpu) * (offer.cpu_free / cpu) + (ask.milli / gpu) * (
+        return (ask.cpu_milli / cpu) * (offer.cpu_free / cpu) + (ask.milli / gpu) * (
             _gpu_free(offer) / gpu
         )
-        return (round(dot, 9),), _tightest(offer, ask, usable)
 
 
 class GpuPacking(_Baseline):
