@@ -122,7 +122,7 @@ def test_a_third_job_waits_for_what_is_left_of_the_gpu(
         time.sleep(1)  # a scheduling pass has considered it
         reason = detail(client, name)["jobStatus"]["waitReason"]
         assert detail(client, name)["jobStatus"]["state"] == "WAITING"
-        assert "0.25 of 1 GPUs free to share" in reason["message"], waiting
+        assert "0.25 of 1 GPU free to share" in reason["message"], waiting
     finally:
         client.put(f"/jobs/{name}/executionType", json={"value": "STOP"})
 

@@ -109,7 +109,7 @@ def test_a_gpu_holds_shares_up_to_a_whole_gpu_then_the_next_task_waits() -> None
     waiting = wait(scheduler, shares("u~c/default", "a", 10, 1))
 
     assert waiting.reason.kind is WaitKind.VC_QUOTA
-    assert "VC 'a' has 0 of 1 GPUs free to share" in waiting.reason.message
+    assert "VC 'a' has 0 of 1 GPU free to share" in waiting.reason.message
 
 
 def test_shares_pack_onto_the_gpu_they_fill_best() -> None:

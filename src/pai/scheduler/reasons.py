@@ -144,13 +144,13 @@ def no_share(
     if free_milli < needed:
         kind = WaitKind.OPPORTUNISTIC_CAPACITY if owner == "the cluster" else WaitKind.VC_QUOTA
         message = (
-            f"{owner} has {free_milli / GPU_MILLI:g} of {gpus} GPUs free to share and the job "
+            f"{owner} has {free_milli / GPU_MILLI:g} of {_gpus(gpus)} free to share and the job "
             f"needs {needed / GPU_MILLI:g} ({wanted})."
         )
     else:
         kind = WaitKind.TOPOLOGY
         message = (
-            f"{owner} has {free_milli / GPU_MILLI:g} of {gpus} GPUs free to share, but no GPU "
+            f"{owner} has {free_milli / GPU_MILLI:g} of {_gpus(gpus)} free to share, but no GPU "
             f"with enough left on a node with the CPU and memory asked ({wanted})."
         )
     return WaitReason(
@@ -163,6 +163,10 @@ def no_share(
             "needed_gpus": needed / GPU_MILLI,
         },
     )
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
 
 
 def describe_ask(ask: PodAsk) -> str:
