@@ -10,9 +10,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
-from test_scheduler_properties import CLUSTER, SchedulerMachine
+from test_scheduler_properties import SchedulerMachine
 
-from pai.scheduler import Allocation, Bind, GroupRequest, PodRequest, Preempt, Scheduler, Wait
+from pai.scheduler import Bind, GroupRequest, PodRequest, Preempt, Scheduler, Wait
 from pai.scheduler.types import GpuShare
 
 SHARE_OF_A_GPU_CPU = 4000  # the SKU's CPU per GPU, in thousandths
@@ -62,19 +62,7 @@ class SharingMachine(SchedulerMachine):
         """A scheduler rebuilt from the running groups has the same tasks on the same GPUs
         (the GPUs claimed for CPU may be others of the same nodes)."""
         before = self.scheduler.snapshot()
-        allocations = [
-            Allocation(
-                self.requests[name],
-                self.placements[name],
-                opportunistic=state.priority < 0 <= self.requests[name].priority,
-            )
-            for name, state in before.groups.items()
-        ]
-        rebuilt = Scheduler(CLUSTER)
-        for node in sorted(self.bad):
-            rebuilt.set_node_health(node, False)
-        result = rebuilt.rebuild(allocations)
-        assert not result.rejected and not result.downgraded
+        rebuilt = self.rebuilt(before)
         assert _tasks_on_gpus(rebuilt) == _tasks_on_gpus(self.scheduler)
         assert rebuilt.snapshot().groups == before.groups
         self.scheduler = rebuilt
