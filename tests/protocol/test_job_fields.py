@@ -172,6 +172,38 @@ def test_ports_the_user_sets_are_kept_and_ssh_and_http_added() -> None:
     assert ports == {"ssh": 2, "dist": 3, "http": 1}
 
 
+@pytest.mark.parametrize(
+    ("written", "milli", "total"), [("0.25", 250, 1), ("0.001", 1, 1), ("0.999", 999, 1)]
+)
+def test_a_task_may_ask_for_a_share_of_a_gpu(written: str, milli: int, total: int) -> None:
+    spec = parse_job(MINIMAL_JOB.replace("gpu: 0}", f"gpu: {written}}}"))
+
+    resources = spec.task_roles["worker"].resource_per_instance
+    assert resources.gpu == float(written) and resources.gpu_milli == milli
+    assert resources.gpu_memory_mb is None
+    assert spec.total_gpus == total
+
+
+def test_a_share_of_a_gpu_may_come_with_gpu_memory_and_adds_up_over_tasks() -> None:
+    text = MINIMAL_JOB.replace("gpu: 0}", "gpu: 0.5, gpuMemoryMB: 8192}").replace(
+        "dockerImage: image", "dockerImage: image\n    instances: 3"
+    )
+
+    spec = parse_job(text)
+
+    resources = spec.task_roles["worker"].resource_per_instance
+    assert (resources.gpu_milli, resources.gpu_memory_mb) == (500, 8192)
+    assert spec.task_roles["worker"].total_gpus == 1.5
+    assert spec.total_gpus == 2  # rounded up: the job holds part of a second GPU
+
+
+def test_whole_gpus_stay_openpai_integers() -> None:
+    resources = parse_job(MINIMAL_JOB.replace("gpu: 0}", "gpu: 2}")).task_roles["worker"]
+
+    assert resources.resource_per_instance.gpu == 2
+    assert resources.resource_per_instance.gpu_milli is None
+
+
 def test_protocol_version_may_be_the_string_2() -> None:
     spec = parse_job(MINIMAL_JOB.replace("protocolVersion: 2", 'protocolVersion: "2"'))
 

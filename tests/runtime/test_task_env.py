@@ -136,3 +136,39 @@ def test_inconsistent_input_is_rejected(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         build_task_env(JOB, ROLES, role, index, placements, working_dir="/w")
+
+
+def share_env(placement: TaskPlacement) -> dict[str, str]:
+    roles = [RoleInfo("infer", instances=1, cpu=1, memory_mb=1024, gpu=0.25)]
+    return build_task_env(JOB, roles, "infer", 0, {("infer", 0): placement}, working_dir="/w")
+
+
+def test_a_task_sharing_a_gpu_sees_that_gpu_and_is_told_its_share_and_mps_limits() -> None:
+    placement = TaskPlacement(
+        "node1", "127.0.0.1", [3], {"ssh": [1], "http": [2]}, gpu_milli=250, gpu_memory_mb=4096
+    )
+
+    env = share_env(placement)
+
+    assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "3"
+    assert env["PAI_GPU_FRACTION"] == "0.25"
+    assert env["PAI_GPU_MEMORY_MB"] == "4096"
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"  # its one GPU is device 0
+    assert env["PAI_RESOURCE_infer"] == "0.25,1,1024,0"
+
+
+def test_a_share_without_gpu_memory_leaves_the_memory_limit_unset() -> None:
+    placement = TaskPlacement("node1", "127.0.0.1", [0], {"ssh": [1], "http": [2]}, gpu_milli=1)
+
+    env = share_env(placement)
+
+    assert env["PAI_GPU_FRACTION"] == "0.001"
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "1"  # MPS takes whole percents, at least 1
+    assert "PAI_GPU_MEMORY_MB" not in env and "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" not in env
+
+
+def test_a_task_on_whole_gpus_gets_no_share_variables() -> None:
+    env = build_task_env(JOB, ROLES, "master", 0, PLACEMENTS, working_dir="/w")
+
+    assert not {"PAI_GPU_FRACTION", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"} & env.keys()

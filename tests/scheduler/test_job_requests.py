@@ -12,6 +12,7 @@ from pai.cluster import cluster_from_file, load_cluster
 from pai.protocol import parse_job
 from pai.scheduler import Bind, PodRequest, Scheduler
 from pai.scheduler.requests import RequestRefused, job_requests
+from pai.scheduler.types import GpuShare
 
 CLUSTER = load_cluster(
     {
@@ -69,6 +70,7 @@ def job(roles: dict[str, dict[str, Any]], vc: str = "vision", **extras: Any) -> 
                     "cpu": role.get("cpu", 1),
                     "memoryMB": role.get("memoryMB", 1024),
                     "gpu": role.get("gpu", 0),
+                    **({"gpuMemoryMB": role["gpuMemoryMB"]} if "gpuMemoryMB" in role else {}),
                 },
                 "commands": ["true"],
             }
@@ -247,3 +249,59 @@ def test_a_job_no_sku_of_its_vc_can_hold_says_what_it_asks_and_what_the_vc_offer
         "1 GPU, 2 CPUs and 4096 MB of memory per task; the SKUs of VC 'default' offer per leaf "
         "cell: 'CPU' (0 GPUs, 1 CPU and 1024 MB of memory)"
     ]
+
+
+def test_a_role_on_a_share_of_a_gpu_shares_one_leaf_cell_and_asks_the_node_for_cpu() -> None:
+    spec = job({"notebook": {"instances": 2, "gpu": 0.25, "cpu": 6, "memoryMB": 8192}})
+
+    (request,) = job_requests(spec, CLUSTER, "u~nb")
+
+    assert request.sku_type == "V100" and request.shares
+    assert request.pods == (
+        PodRequest("notebook", 0, 1, GpuShare(250), 6000, 8192),
+        PodRequest("notebook", 1, 1, GpuShare(250), 6000, 8192),
+    )
+    decision = Scheduler(CLUSTER).schedule(request)
+    assert isinstance(decision, Bind)
+    assert [pod.share for pod in decision.placement.pods] == [GpuShare(250), GpuShare(250)]
+
+
+def test_sharing_roles_of_a_gang_with_whole_gpu_roles_become_a_group_of_their_own() -> None:
+    spec = job({"trainer": {"gpu": 2}, "helper": {"gpu": 0.5}})
+
+    requests = job_requests(spec, CLUSTER, "u~mix")
+
+    assert [(r.name, r.shares) for r in requests] == [
+        ("u~mix/default", False),
+        ("u~mix/default-gpu-share", True),
+    ]
+
+
+def test_gpu_memory_of_a_share_needs_a_sku_that_declares_it() -> None:
+    spec = job({"w": {"gpu": 0.5, "gpuMemoryMB": 4096}})
+
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(spec, CLUSTER, "u~mem")
+
+    assert "no SKU of VC 'vision' provides what the tasks ask for" in str(refused.value)
+
+
+def test_a_share_of_a_gpu_is_refused_on_a_sku_of_several_gpus_per_leaf() -> None:
+    pairs = load_cluster(
+        {
+            "skuTypes": {"PAIR": {"gpu": 2, "cpu": 8, "memory": "32Gi"}},
+            "cellTypes": {
+                "NODE": {"childCellType": "PAIR", "childCellNumber": 2, "isNodeLevel": True}
+            },
+            "physicalCells": [{"cellType": "NODE", "cellAddress": "n0"}],
+            "virtualClusters": {
+                "default": {"virtualCells": [{"cellType": "NODE", "cellNumber": 1}]}
+            },
+        }
+    )
+    spec = job({"w": {"gpu": 0.5}}, vc="default")
+
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(spec, pairs, "u~pair")
+
+    assert "0.5 GPU" in str(refused.value)

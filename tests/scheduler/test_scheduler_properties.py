@@ -10,6 +10,7 @@ from scheduler_helpers import gpu_cluster, group
 from pai.scheduler import (
     Allocation,
     Bind,
+    ClusterSnapshot,
     GroupRequest,
     Placement,
     Preempt,
@@ -151,6 +152,12 @@ class SchedulerMachine(RuleBasedStateMachine):
     def restart(self) -> None:
         """A new scheduler rebuilt from the running groups is indistinguishable from the old."""
         before = self.scheduler.snapshot()
+        rebuilt = self.rebuilt(before)
+        assert rebuilt.snapshot() == before
+        self.scheduler = rebuilt
+
+    def rebuilt(self, before: ClusterSnapshot) -> Scheduler:
+        """A new scheduler rebuilt from the groups running in `before`, as a restart does."""
         allocations = [
             Allocation(
                 self.requests[name],
@@ -164,8 +171,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             rebuilt.set_node_health(node, False)
         result = rebuilt.rebuild(allocations)
         assert not result.rejected and not result.downgraded
-        assert rebuilt.snapshot() == before
-        self.scheduler = rebuilt
+        return rebuilt
         self.requests = {name: self.requests[name] for name in before.groups}
 
     @invariant()

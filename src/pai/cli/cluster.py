@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -36,7 +36,10 @@ def cluster(server: ServerOption = None, as_json: JsonOption = False) -> None:
     problems = [
         Text(f"{node.name}: {node.engine_message}") for node in nodes if node.engine_message
     ]
-    out().print(Group(nodes_table(nodes), *problems, Text(""), vc_table(clusters)))
+    shared: list[RenderableType] = (
+        [shared_table(nodes), Text("")] if any(node.shared_gpus for node in nodes) else []
+    )
+    out().print(Group(nodes_table(nodes), *problems, Text(""), *shared, vc_table(clusters)))
 
 
 def vc_table(clusters: Mapping[str, VirtualCluster]) -> Table:
@@ -61,7 +64,11 @@ def nodes_table(nodes: Sequence[Node]) -> Table:
     result = table("NODE", "ADDRESS", "STATE", "SKU", "GPUS USED", "CELLS USED", "BY VC", "JOBS")
     for node in nodes:
         by_vc = Counter(leaf.vc or NONE for leaf in node.usage)
-        jobs = sorted({leaf.job for leaf in node.usage if leaf.job})
+        by_vc.update(gpu.tasks[0].vc or NONE for gpu in node.shared_gpus if gpu.tasks)
+        jobs = sorted(
+            {leaf.job for leaf in node.usage if leaf.job}
+            | {task.job for gpu in node.shared_gpus for task in gpu.tasks}
+        )
         result.add_row(
             node.name,
             node.address,
@@ -72,6 +79,25 @@ def nodes_table(nodes: Sequence[Node]) -> Table:
             ", ".join(f"{name} {count}" for name, count in sorted(by_vc.items())) or NONE,
             ", ".join(jobs) or NONE,
         )
+    return result
+
+
+def shared_table(nodes: Sequence[Node]) -> Table:
+    """Each shared GPU: how much of it the tasks sharing it have, what is free, and who."""
+    result = table("NODE", "GPU", "SHARED", "FREE", "TASKS")
+    for node in nodes:
+        for gpu in node.shared_gpus:
+            tasks = ", ".join(
+                f"{task.job} {task.task_role_name}/{task.task_index} ({task.gpu_fraction:g})"
+                for task in gpu.tasks
+            )
+            result.add_row(
+                node.name,
+                f"{gpu.gpu_index}{' (opportunistic)' if gpu.opportunistic else ''}",
+                usage_bar(round(1 - gpu.free_fraction, 3), 1, width=10),
+                f"{gpu.free_fraction:g}",
+                tasks or NONE,
+            )
     return result
 
 

@@ -27,12 +27,22 @@ class ClusterConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SkuType:
-    """The resources of one leaf cell: a GPU with its share of the node, or a slice of CPUs."""
+    """The resources of one leaf cell: a GPU with its share of the node, or a slice of CPUs.
+
+    `gpu_memory_mb` is the memory of each of the leaf's GPUs (0: not declared), which tasks
+    sharing a GPU may ask a part of.
+    """
 
     name: str
     gpu: int
     cpu: int
     memory_mb: int
+    gpu_memory_mb: int = 0
+
+    @property
+    def shareable(self) -> bool:
+        """Whether tasks may share its leaf cells: a leaf cell of exactly one GPU."""
+        return self.gpu == 1
 
     @property
     def unit_noun(self) -> str:

@@ -221,20 +221,26 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 self.problem(here, "must be a mapping with gpu, cpu and memory")
                 continue
-            self._unknown_keys(spec, here, {"gpu", "cpu", "memory"})
+            self._unknown_keys(spec, here, {"gpu", "cpu", "memory", "gpuMemory"})
             gpu = self._count(spec.get("gpu", 0), (*here, "gpu"), minimum=0)
             cpu = self._count(spec.get("cpu", 0), (*here, "cpu"), minimum=0)
-            try:
-                memory = memory_mb(spec.get("memory", 0))
-            except ValueError as exc:
-                self.problem((*here, "memory"), str(exc))
-                memory = 0
+            memory = self._memory(spec.get("memory", 0), (*here, "memory"))
+            gpu_memory = self._memory(spec.get("gpuMemory", 0), (*here, "gpuMemory"))
             if gpu is None or cpu is None:
                 continue
             if gpu == 0 and cpu == 0 and memory == 0:
                 self.problem(here, "a SKU must provide some gpu, cpu or memory per leaf cell")
-            skus[str(name)] = SkuType(str(name), gpu, cpu, memory)
+            if gpu_memory and gpu == 0:
+                self.problem((*here, "gpuMemory"), "only a SKU with GPUs can declare gpuMemory")
+            skus[str(name)] = SkuType(str(name), gpu, cpu, memory, gpu_memory)
         return skus
+
+    def _memory(self, value: object, path: Path) -> int:
+        try:
+            return memory_mb(value)
+        except ValueError as exc:
+            self.problem(path, str(exc))
+            return 0
 
     def _cell_types(self, data: object, path: Path) -> dict[str, CellType]:
         if not isinstance(data, Mapping) or not data:

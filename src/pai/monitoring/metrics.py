@@ -4,9 +4,10 @@ Task metrics keep the names and labels of OpenPAI's job exporter (`task_cpu_perc
 `task_mem_usage_byte`, ... with `username`, `job_name` (the framework name `user~job`),
 `virtual_cluster`, `role_name`, `task_index`), plus `node`. The rest is PAI's own, prefixed
 `pai_`: nodes (use, GPUs, state), jobs by state and VC, retries of unfinished jobs, VCs'
-guaranteed, used and free cells, the disk under `$PAI_HOME`, and histograms of API latency,
-scheduling decisions and waiting. Live values are read when Prometheus scrapes, so a render
-costs one small query of the store and no more.
+guaranteed, used and free cells, each GPU's allocation and each task's share of a shared GPU
+(labelled by `node` and `minor_number`, as GPU metrics are), the disk under `$PAI_HOME`, and
+histograms of API latency, scheduling decisions and waiting. Live values are read when
+Prometheus scrapes, so a render costs one small query of the store and no more.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pai.executors.base import NodeCondition
 from pai.executors.usage import NodeUsage, TaskUsage
 from pai.monitoring.monitor import Monitor
 from pai.orchestrator.controller import FINAL_STATES, Controller
+from pai.scheduler.types import GPU_MILLI
 from pai.store import Database
 from pai.store.models import JobRow
 
@@ -210,6 +212,7 @@ class _Live(Collector):
         yield self._node_states()
         yield from self._jobs()
         yield from self._vcs()
+        yield from self._gpus()
         disk = shutil.disk_usage(self._home)
         yield GaugeMetricFamily(
             "pai_home_disk_free_bytes", "Free bytes on the disk of $PAI_HOME.", value=disk.free
@@ -257,6 +260,38 @@ class _Live(Collector):
             retries.add_metric([username, f"{username}~{name}", vc], count)
         yield jobs
         yield retries
+
+    def _gpus(self) -> Iterator[Metric]:
+        """Each GPU's allocation, and each task's share of the GPUs that tasks share."""
+        allocated = GaugeMetricFamily(
+            "pai_gpu_allocated",
+            "The part of a GPU allocated to tasks: 1 held whole, the tasks' shares when shared.",
+            labels=["node", "minor_number"],
+        )
+        shares = GaugeMetricFamily(
+            "pai_task_gpu_share",
+            "The part of a shared GPU a task has.",
+            labels=[*TASK_LABELS, "minor_number"],
+        )
+        cluster = self._controller.cluster
+        snapshot = self._controller.snapshot()
+        for node in snapshot.nodes:
+            if not cluster.sku_types[node.sku_type].shareable:
+                continue
+            for leaf in node.leaves:
+                gpu = str(leaf.index)
+                if not leaf.shared:
+                    allocated.add_metric([node.name, gpu], float(leaf.group is not None))
+                    continue
+                allocated.add_metric([node.name, gpu], 1 - (leaf.free_milli or 0) / GPU_MILLI)
+                for share in leaf.shares:
+                    job = share.group.rsplit("/", 1)[0]
+                    group = snapshot.groups.get(share.group)
+                    vc = group.vc if group is not None else ""
+                    labels = [job.partition("~")[0], job, vc, share.role, str(share.index)]
+                    shares.add_metric([*labels, node.name, gpu], share.milli / GPU_MILLI)
+        yield allocated
+        yield shares
 
     def _vcs(self) -> Iterator[Metric]:
         gpus = GaugeMetricFamily(

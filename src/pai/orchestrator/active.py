@@ -11,6 +11,7 @@ from pai.orchestrator import framework as fw
 from pai.protocol import JobSpec
 from pai.scheduler.types import (
     Allocation,
+    GpuShare,
     GroupRequest,
     Placement,
     PodPlacement,
@@ -122,7 +123,7 @@ def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
             "name": request.name,
             "vc": request.vc,
             "priority": request.priority,
-            "pods": [[pod.role, pod.index, pod.leaf_cells] for pod in request.pods],
+            "pods": [_pod_request_to_list(pod) for pod in request.pods],
             "skuType": request.sku_type,
             "pinnedCellId": request.pinned_cell_id,
             "lazyPreemption": request.lazy_preemption,
@@ -137,6 +138,7 @@ def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:
                     "address": pod.address,
                     "leaves": list(pod.leaf_indices),
                     "cellType": pod.cell_type,
+                    **share_fields(pod.share),
                 }
                 for pod in placement.pods
             ],
@@ -152,7 +154,7 @@ def allocation_from_dict(data: dict[str, Any]) -> Allocation:
             name=request["name"],
             vc=request["vc"],
             priority=request["priority"],
-            pods=tuple(PodRequest(role, index, cells) for role, index, cells in request["pods"]),
+            pods=tuple(_pod_request_from_list(pod) for pod in request["pods"]),
             sku_type=request["skuType"],
             pinned_cell_id=request["pinnedCellId"],
             lazy_preemption=request["lazyPreemption"],
@@ -167,9 +169,39 @@ def allocation_from_dict(data: dict[str, Any]) -> Allocation:
                     address=pod["address"],
                     leaf_indices=tuple(pod["leaves"]),
                     cell_type=pod["cellType"],
+                    share=_share_from_dict(pod),
                 )
                 for pod in placement["pods"]
             ),
         ),
         opportunistic=data["opportunistic"],
     )
+
+
+def _pod_request_to_list(pod: PodRequest) -> list[Any]:
+    """`[role, index, cells]`, and for a pod sharing a GPU its share, CPU and memory."""
+    if pod.share is None:
+        return [pod.role, pod.index, pod.leaf_cells]
+    share = share_fields(pod.share)
+    return [pod.role, pod.index, pod.leaf_cells, share, pod.cpu_milli, pod.memory_mb]
+
+
+def _pod_request_from_list(items: list[Any]) -> PodRequest:
+    role, index, cells, *sharing = items
+    if not sharing:
+        return PodRequest(role, index, cells)
+    share, cpu_milli, memory_mb = sharing
+    return PodRequest(role, index, cells, _share_from_dict(share), cpu_milli, memory_mb)
+
+
+def share_fields(share: GpuShare | None) -> dict[str, int]:
+    """A pod's share of its GPU as stored (`gpuMilli`, `gpuMemoryMB`); nothing for whole GPUs."""
+    if share is None:
+        return {}
+    return {"gpuMilli": share.milli, "gpuMemoryMB": share.memory_mb}
+
+
+def _share_from_dict(data: dict[str, Any]) -> GpuShare | None:
+    if "gpuMilli" not in data:
+        return None
+    return GpuShare(data["gpuMilli"], data.get("gpuMemoryMB", 0))

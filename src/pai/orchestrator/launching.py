@@ -10,7 +10,7 @@ from pai.executors.base import TaskLaunch
 from pai.executors.images import RegistryAuth
 from pai.executors.isolation import CONTAINER
 from pai.orchestrator import framework as fw
-from pai.orchestrator.active import ActiveJob, task_key
+from pai.orchestrator.active import ActiveJob, share_fields, task_key
 from pai.protocol import substitute_secrets
 from pai.runtime.env import JobIdentity, TaskPlacement, build_task_env, roles_from_spec
 from pai.runtime.interactive import TaskAccess
@@ -44,6 +44,7 @@ def assign_ports(
                 "address": pod.address,
                 "gpus": list(pod.leaf_indices) if _uses_gpus(job, pod.role) else [],
                 "leaves": list(pod.leaf_indices),
+                **share_fields(pod.share),
                 "ports": held,
                 "dockerImage": _image_uri(job, pod.role),
                 "isolation": isolation_on(pod.node),
@@ -156,6 +157,8 @@ def _task_placement(where: Mapping[str, Any] | None) -> TaskPlacement:
         host_ip=where["address"],
         gpus=tuple(where["gpus"]),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
+        gpu_milli=where.get("gpuMilli"),
+        gpu_memory_mb=where.get("gpuMemoryMB"),
     )
 
 

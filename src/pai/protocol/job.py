@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, overload
 
 from pydantic import Field
@@ -111,8 +112,9 @@ class JobSpec(ComponentHeader):
 
     @property
     def total_gpus(self) -> int:
-        """GPUs the job asks for, over all tasks."""
-        return sum(role.total_gpus for role in self.task_roles.values())
+        """GPUs the job asks for, over all tasks; shares of GPUs add up, rounded up to a whole
+        GPU (a job of four tasks on a quarter GPU each counts one)."""
+        return math.ceil(round(sum(role.total_gpus for role in self.task_roles.values()), 3))
 
     @overload
     def prerequisite(

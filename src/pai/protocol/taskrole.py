@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from pai.protocol.base import Identifier, OpenProtocolModel, ProtocolModel, ProtocolVersion
+from pai.protocol.base import (
+    Identifier,
+    OpenProtocolModel,
+    ProtocolModel,
+    ProtocolVersion,
+    describe_value,
+)
 
 DEFAULT_SHM_MB = 512
 DEFAULT_PORTS = {"ssh": 1, "http": 1}
@@ -54,12 +67,70 @@ class ExtraContainerOptions(OpenProtocolModel):
     infiniband: bool = Field(default=False, description="Give the task an InfiniBand device.")
 
 
+GPU_MILLI = 1000
+"""A share of a GPU is given to a thousandth."""
+
+
+def _gpu_amount(value: Any) -> Any:
+    """Whole GPUs (OpenPAI's integer), or a share of one GPU between 0.001 and 0.999."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"must be a whole number of GPUs (0, 1, 2 ...) or a share of one GPU "
+            f"(0.25), got {describe_value(value)}"
+        )
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"must be 0 or more GPUs, got {value}")
+        return value
+    if not 0 < value < 1:
+        whole = " (whole GPUs are written as an integer)" if value.is_integer() else ""
+        raise ValueError(
+            f"a share of a GPU must be between 0.001 and 0.999{whole}; tasks on several "
+            f"GPUs take whole ones, got {describe_value(value)}"
+        )
+    milli = round(value * GPU_MILLI)
+    if milli < 1 or abs(milli - value * GPU_MILLI) > 1e-6:
+        raise ValueError(
+            f"a share of a GPU is given to a thousandth (0.001), got {describe_value(value)}"
+        )
+    return value
+
+
+GpuAmount = Annotated[
+    int | float,
+    BeforeValidator(_gpu_amount),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "number", "minimum": 0.001, "maximum": 0.999, "multipleOf": 0.001},
+            ],
+            "description": (
+                "GPUs per task: a whole number (0 for a CPU-only task), or a share of one "
+                "GPU between 0.001 and 0.999 that tasks of the same VC may share."
+            ),
+        }
+    ),
+]
+
+
 class ResourcePerInstance(ProtocolModel):
     """What each task of the role gets."""
 
     cpu: int = Field(ge=1, description="CPU cores per task.")
     memory_mb: int = Field(ge=1, alias="memoryMB", description="Memory per task in MB.")
-    gpu: int = Field(ge=0, description="GPUs per task (0 for a CPU-only task).")
+    gpu: GpuAmount = Field(
+        description="GPUs per task: whole GPUs, or a share of one GPU (0.001 to 0.999)."
+    )
+    gpu_memory_mb: int | None = Field(
+        default=None,
+        ge=1,
+        alias="gpuMemoryMB",
+        description=(
+            "With a share of a GPU: the GPU memory in MB the task may use (the GPU's SKU must "
+            "declare gpuMemory); without it the task shares the GPU's memory with the others."
+        ),
+    )
     ports: dict[Identifier, Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: dict(DEFAULT_PORTS),
         min_length=1,
@@ -76,6 +147,20 @@ class ResourcePerInstance(ProtocolModel):
             **ports,
             **{label: count for label, count in DEFAULT_PORTS.items() if label not in ports},
         }
+
+    @model_validator(mode="after")
+    def _memory_of_a_share(self) -> ResourcePerInstance:
+        if self.gpu_memory_mb is not None and self.gpu_milli is None:
+            raise ValueError(
+                "gpuMemoryMB is for a task on a share of a GPU (gpu between 0.001 and 0.999); "
+                "a task on whole GPUs has all their memory"
+            )
+        return self
+
+    @property
+    def gpu_milli(self) -> int | None:
+        """Thousandths of one GPU for a task that shares it; None for whole GPUs."""
+        return round(self.gpu * GPU_MILLI) if isinstance(self.gpu, float) else None
 
 
 def _is_unset(value: Any) -> bool:
@@ -133,6 +218,9 @@ class TaskRole(ProtocolModel):
         return {**data, "completion": completion}
 
     @property
-    def total_gpus(self) -> int:
-        """GPUs of all tasks of this role."""
-        return self.instances * self.resource_per_instance.gpu
+    def total_gpus(self) -> float:
+        """GPUs of all tasks of this role, shares counted as their fractions."""
+        resources = self.resource_per_instance
+        if resources.gpu_milli is not None:
+            return self.instances * resources.gpu_milli / GPU_MILLI
+        return self.instances * resources.gpu

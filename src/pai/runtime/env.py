@@ -6,15 +6,24 @@ legacy aliases included. One deliberate difference: OpenPAI spells role names in
 variables lower-cased with every character outside [a-z0-9] removed, and in the server's
 variables as written in the YAML; here every variable uses the role name exactly as written in
 the job's YAML, so `PAI_HOST_IP_${PAI_CURRENT_TASK_ROLE_NAME}_0` always resolves.
+
+A task on a share of a GPU sees only that GPU (`CUDA_VISIBLE_DEVICES`), its share
+(`PAI_GPU_FRACTION`, and `PAI_GPU_MEMORY_MB` when it asked for an amount), and the per-client
+limits of NVIDIA MPS: `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` (its share of the GPU's compute) and
+`CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (its GPU memory). A CUDA program applies those two only when it
+connects to the MPS control daemon of its node; without MPS they are ignored and the share is a
+promise kept by the scheduler alone (docs/deploy.md).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pai.protocol import JobSpec
+from pai.protocol.taskrole import GPU_MILLI
 
 FC_NAMESPACE = "default"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -43,7 +52,7 @@ class RoleInfo:
     instances: int
     cpu: int
     memory_mb: int
-    gpu: int
+    gpu: float
     shm_mb: int | None = None
     min_failed_instances: int | None = None
     min_succeeded_instances: int | None = None
@@ -61,12 +70,18 @@ class RoleInfo:
 
 @dataclass(frozen=True)
 class TaskPlacement:
-    """Where one task runs: its node, the node's address, its GPUs and its ports by label."""
+    """Where one task runs: its node, the node's address, its GPUs and its ports by label.
+
+    A task sharing its one GPU has `gpu_milli` thousandths of it, and `gpu_memory_mb` of its
+    memory when it asked for an amount.
+    """
 
     node: str
     host_ip: str
     gpus: Sequence[int] = ()
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    gpu_milli: int | None = None
+    gpu_memory_mb: int | None = None
 
 
 def roles_from_spec(spec: JobSpec) -> list[RoleInfo]:
@@ -111,6 +126,7 @@ def build_task_env(
     env.update(_peer_env(roles, placements))
     env.update(_own_container_env(me, working_dir))
     env.update(_gpu_env(me.gpus))
+    env.update(_gpu_share_env(me))
     env.update(_framework_controller_env(job, role, index, task_attempt))
     if previous_working_dir is not None:
         env["PAI_PREVIOUS_WORK_DIR"] = previous_working_dir
@@ -172,7 +188,7 @@ def _static_env(
     for info in roles:
         env[f"PAI_TASK_ROLE_TASK_COUNT_{info.name}"] = str(info.instances)
         env[f"PAI_RESOURCE_{info.name}"] = (
-            f"{info.gpu},{info.cpu},{info.memory_mb},{info.shm_mb or 0}"
+            f"{info.gpu:g},{info.cpu},{info.memory_mb},{info.shm_mb or 0}"
         )
         env[f"PAI_MIN_FAILED_TASK_COUNT_{info.name}"] = str(info.effective_min_failed)
         env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{info.name}"] = str(info.effective_min_succeeded)
@@ -228,6 +244,21 @@ def _gpu_env(gpus: Sequence[int]) -> dict[str, str]:
         return {"NVIDIA_VISIBLE_DEVICES": "none", "CUDA_VISIBLE_DEVICES": ""}
     visible = ",".join(str(gpu) for gpu in gpus)
     return {"NVIDIA_VISIBLE_DEVICES": visible, "CUDA_VISIBLE_DEVICES": visible}
+
+
+def _gpu_share_env(me: TaskPlacement) -> dict[str, str]:
+    """A share of one GPU: how much of it, and the matching MPS per-client limits."""
+    if me.gpu_milli is None:
+        return {}
+    env = {
+        "PAI_GPU_FRACTION": f"{me.gpu_milli / GPU_MILLI:g}",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(max(1, math.ceil(me.gpu_milli / 10))),
+    }
+    if me.gpu_memory_mb:
+        env["PAI_GPU_MEMORY_MB"] = str(me.gpu_memory_mb)
+        # The limit is per device as the task numbers them: it sees its one GPU as device 0.
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={me.gpu_memory_mb}M"
+    return env
 
 
 def _framework_controller_env(

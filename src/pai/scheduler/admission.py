@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pai.cluster.model import ClusterConfig
-from pai.scheduler.types import MAX_PRIORITY, OPPORTUNISTIC_PRIORITY, GroupRequest
+from pai.scheduler.types import (
+    GPU_MILLI,
+    MAX_PRIORITY,
+    OPPORTUNISTIC_PRIORITY,
+    GroupRequest,
+    PodRequest,
+)
+
+MEMO_SIZE = 4096
+"""Kinds of requests whose chains are remembered."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,9 @@ class CapacityIndex:
 
     def __init__(self, cluster: ClusterConfig) -> None:
         self.cluster = cluster
+        self._chain_memo: dict[
+            tuple[str | None, str | None, tuple[PodRequest, ...]], list[str]
+        ] = {}
         self.chains: dict[str, Capacity] = {}
         for chain in cluster.chains.values():
             tops = sum(1 for top in cluster.physical_cells if top.cell_type == chain.name)
@@ -63,18 +76,60 @@ class CapacityIndex:
 
     def guaranteed_chains(self, request: GroupRequest) -> list[str]:
         """The VC's chains (file order) a guaranteed, non-pinned request may use."""
-        return [
-            chain
-            for chain in self.vcs.get(request.vc, {})
-            if request.sku_type is None or self.cluster.chains[chain].sku_type == request.sku_type
-        ]
+        return self._chains_for(request, request.vc)
 
     def opportunistic_chains(self, request: GroupRequest) -> list[str]:
-        return [
-            chain.name
-            for chain in self.cluster.chains.values()
-            if request.sku_type is None or chain.sku_type == request.sku_type
-        ]
+        return self._chains_for(request, None)
+
+    def _chains_for(self, request: GroupRequest, vc: str | None) -> list[str]:
+        """The chains of `vc` (None: of the cluster) with the request's SKU and room for its
+        pods, remembered per kind of request (a replay asks about many alike)."""
+        key = (vc, request.sku_type, request.pods)
+        found = self._chain_memo.get(key)
+        if found is None:
+            chains = self.vcs.get(vc, {}) if vc is not None else self.cluster.chains
+            found = [
+                chain
+                for chain in chains
+                if (
+                    request.sku_type is None
+                    or self.cluster.chains[chain].sku_type == request.sku_type
+                )
+                and self.lacking(request, chain) is None
+            ]
+            if len(self._chain_memo) >= MEMO_SIZE:
+                self._chain_memo.clear()
+            self._chain_memo[key] = found
+        return found
+
+    def lacking(self, request: GroupRequest, chain_name: str) -> str | None:
+        """What a node of the chain can never give one of the request's pods, or None.
+
+        A whole-cell pod must find its CPU and memory in its cells' shares; a sharing pod needs
+        a shareable SKU (one GPU per leaf), the GPU memory it asks for, and at most a node's CPU
+        and memory (the shares of all its GPUs).
+        """
+        chain = self.cluster.chains[chain_name]
+        sku = self.cluster.sku_types[chain.sku_type]
+        per_node = chain.leaves_per_cell(chain.node_level)
+        for pod in request.pods:
+            leaves = per_node if pod.share is not None else pod.leaf_cells
+            if pod.share is not None:
+                if not sku.shareable:
+                    return f"SKU '{sku.name}' cannot be shared (its leaf cell is not one GPU)"
+                if pod.share.memory_mb and pod.share.memory_mb > sku.gpu_memory_mb:
+                    declared = f"{sku.gpu_memory_mb} MB" if sku.gpu_memory_mb else "no gpuMemory"
+                    return (
+                        f"a task asks for {pod.share.memory_mb} MB of GPU memory but the GPUs of "
+                        f"SKU '{sku.name}' have {declared}"
+                    )
+            if pod.cpu_milli > leaves * sku.cpu * 1000 or pod.memory_mb > leaves * sku.memory_mb:
+                return (
+                    f"a task asks for {pod.cpu_milli / 1000:g} CPUs and {pod.memory_mb} MB but "
+                    f"{leaves} leaf cell(s) of SKU '{sku.name}' give "
+                    f"{leaves * sku.cpu} CPUs and {leaves * sku.memory_mb} MB"
+                )
+        return None
 
     def refusal(self, request: GroupRequest) -> str | None:
         """Why `request` can never be placed, or None when it may be."""
@@ -83,6 +138,14 @@ class CapacityIndex:
             return f"group '{request.name}' has no pods"
         if any(pod.leaf_cells < 1 for pod in request.pods):
             return "every pod needs at least one leaf cell"
+        shares = [pod.share for pod in request.pods if pod.share is not None]
+        if shares and len(shares) < len(request.pods):
+            return "a group's pods either all share GPUs or none do"
+        for pod in request.pods:
+            if pod.share is not None and (
+                pod.leaf_cells != 1 or not 0 <= pod.share.milli <= GPU_MILLI
+            ):
+                return "a pod sharing a GPU takes one leaf cell and 0 to 1000 thousandths of it"
         if not OPPORTUNISTIC_PRIORITY <= request.priority <= MAX_PRIORITY:
             return f"priority {request.priority} is outside -1..{MAX_PRIORITY}"
         if request.vc not in cluster.virtual_clusters:
@@ -95,13 +158,35 @@ class CapacityIndex:
             return self._pinned_refusal(request)
         if request.opportunistic:
             options = {chain: self.chains[chain] for chain in self.opportunistic_chains(request)}
+            if not options:
+                return self._lacking_everywhere(request, list(cluster.chains))
             return _shape_refusal(request, options, "the cluster", cluster)
         options = {chain: self.vcs[request.vc][chain] for chain in self.guaranteed_chains(request)}
         if not options:
+            if self.vcs[request.vc] and (
+                request.sku_type is None
+                or any(
+                    cluster.chains[chain].sku_type == request.sku_type
+                    for chain in self.vcs[request.vc]
+                )
+            ):
+                return self._lacking_everywhere(request, list(self.vcs[request.vc]))
             if request.sku_type is not None:
                 return f"VC '{request.vc}' has no cells of SKU type '{request.sku_type}'"
             return f"VC '{request.vc}' has no guaranteed cells (submit the job as opportunistic)"
         return _shape_refusal(request, options, f"VC '{request.vc}'", cluster)
+
+    def _lacking_everywhere(self, request: GroupRequest, chains: list[str]) -> str:
+        wanted = [
+            chain
+            for chain in chains
+            if request.sku_type is None or self.cluster.chains[chain].sku_type == request.sku_type
+        ]
+        problem = next(
+            (self.lacking(request, chain) for chain in wanted if self.lacking(request, chain)),
+            None,
+        )
+        return problem or f"no cells of SKU type '{request.sku_type}' in the cluster"
 
     def _pinned_refusal(self, request: GroupRequest) -> str | None:
         pinned_id = request.pinned_cell_id
@@ -111,6 +196,9 @@ class CapacityIndex:
         if pinned_id not in self.cluster.virtual_clusters[request.vc].pinned_cells:
             return f"pinned cell '{pinned_id}' does not belong to VC '{request.vc}'"
         chain, capacity = self.pinned[pinned_id]
+        lacking = self.lacking(request, chain)
+        if lacking is not None:
+            return lacking
         sku = self.cluster.chains[chain].sku_type
         if request.sku_type is not None and request.sku_type != sku:
             return f"pinned cell '{pinned_id}' has SKU type '{sku}', not '{request.sku_type}'"
@@ -125,8 +213,9 @@ def _shape_refusal(
     if not options:
         return f"no cells of SKU type '{request.sku_type}' in the cluster"
     largest_pod = max(pod.leaf_cells for pod in request.pods)
+    needed = least_leaves(request)
     for capacity in options.values():
-        if request.leaf_cells <= capacity.leaves and largest_pod <= capacity.largest_node:
+        if needed <= capacity.leaves and largest_pod <= capacity.largest_node:
             return None
     chain, capacity = next(iter(options.items()))
     noun = cluster.chain_sku(chain).unit_noun
@@ -135,4 +224,13 @@ def _shape_refusal(
             f"a task needs {largest_pod} {noun} on one node but the largest cell of {owner} "
             f"holds {capacity.largest_node}"
         )
-    return f"the job needs {request.leaf_cells} {noun} but {owner} has {capacity.leaves} in total"
+    return f"the job needs {needed} {noun} but {owner} has {capacity.leaves} in total"
+
+
+def least_leaves(request: GroupRequest) -> int:
+    """The fewest leaf cells the group can run on: its pods' cells, or, for pods sharing GPUs,
+    as many GPUs as their shares add up to."""
+    if not request.shares:
+        return request.leaf_cells
+    total = sum(pod.share.milli for pod in request.pods if pod.share is not None)
+    return max(1, math.ceil(total / GPU_MILLI))

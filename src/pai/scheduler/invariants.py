@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from pai.scheduler.buddy import feasible
 from pai.scheduler.cells import PhysicalCell, VirtualCell
+from pai.scheduler.gpushare import Hold, SharedGpu, ShareSpace
 from pai.scheduler.groups import GroupRecord
 from pai.scheduler.state import ChainState
-from pai.scheduler.types import GroupState
+from pai.scheduler.types import GPU_MILLI, GroupState
 from pai.scheduler.views import VcView, view_rank
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ def verify(scheduler: Scheduler) -> None:
     """Raise AssertionError listing every place where incremental state differs from a recount."""
     problems: list[str] = []
     _verify_groups(scheduler, problems)
+    _verify_shares(scheduler, problems)
     for state in scheduler._chains.values():
         _verify_physical(state.tops, problems)
         _verify_free(scheduler, state, problems)
@@ -40,8 +42,18 @@ def verify(scheduler: Scheduler) -> None:
 def _verify_groups(scheduler: Scheduler, problems: list[str]) -> None:
     holders: dict[PhysicalCell, GroupRecord] = {}
     reservers: dict[PhysicalCell, GroupRecord] = {}
-    for name, group in scheduler._groups.items():
-        expected = sum(len(pod.leaf_indices) for pod in group.placement.pods)
+    pools = {gpu.pool.name: gpu.pool for gpu in scheduler._shared.values()}
+    claims = {claim.name: claim for group in scheduler._groups.values() for claim in group.claims}
+    for name, group in [*scheduler._groups.items(), *pools.items(), *claims.items()]:
+        if group.shared or (group.request.shares and group.state is GroupState.ALLOCATED):
+            continue  # its pods share GPUs that pools hold (checked by _verify_shares)
+        placed = {(pod.node, index) for pod in group.placement.pods for index in pod.leaf_indices}
+        joined = {
+            (hold.gpu.leaf.node.name, hold.gpu.leaf.leaf_index)
+            for hold in group.holds
+            if hold.gpu is not None and hold.gpu.leaf.node is not None
+        }
+        expected = len(placed - joined)  # a preempting group joins shared GPUs by holds
         if len(group.leaves) != expected or len(group.vleaves) != expected:
             problems.append(f"group {name} holds {len(group.leaves)} of {expected} leaves")
         table = reservers if group.state is GroupState.PREEMPTING else holders
@@ -68,6 +80,64 @@ def _verify_groups(scheduler: Scheduler, problems: list[str]) -> None:
                     problems.append(f"{leaf} holder {leaf.holder} != {holders.get(leaf)}")
                 if reservers.get(leaf) is not leaf.reserver:
                     problems.append(f"{leaf} reserver {leaf.reserver} != {reservers.get(leaf)}")
+
+
+def _verify_shares(scheduler: Scheduler, problems: list[str]) -> None:
+    """Shared GPUs add up: what their members take, what their spaces pool, who holds them."""
+    members: dict[tuple[str, str, int], SharedGpu] = {}
+    for name, group in scheduler._groups.items():
+        if not group.request.shares or group.state is not GroupState.ALLOCATED:
+            continue
+        if len(group.shared) != len(group.request.pods):
+            problems.append(f"group {name} shares {len(group.shared)} GPUs for its pods")
+        for gpu, pod in zip(group.shared, group.request.pods, strict=False):
+            members[(name, pod.role, pod.index)] = gpu
+            if (name, pod.role, pod.index) not in gpu.members:
+                problems.append(f"{gpu} lacks its member {name} {pod.role} {pod.index}")
+    held: dict[int, list[Hold]] = {}
+    for group in scheduler._groups.values():
+        for hold in group.holds:
+            held.setdefault(id(hold.gpu), []).append(hold)
+            held.setdefault(id(hold.space), []).append(hold)
+            if hold.space.holders.get(group.name) is not group:
+                problems.append(f"{group.name} holds a share of a space that does not know it")
+    spaces: dict[int, ShareSpace] = {}
+    for leaf, gpu in scheduler._shared.items():
+        if gpu.leaf is not leaf or leaf.holder is not gpu.pool or gpu.pool.gpu is not gpu:
+            problems.append(f"{gpu} is not held by its pool")
+        holds = held.get(id(gpu), [])
+        if gpu.held != len(holds):
+            problems.append(f"{gpu} counts {gpu.held} holds of {len(holds)}")
+        milli = sum(ask.milli for ask in gpu.members.values()) + sum(h.milli for h in holds)
+        if gpu.milli != milli or gpu.milli > GPU_MILLI:
+            problems.append(f"{gpu} counts {gpu.milli} thousandths for {gpu.members}")
+        memory = sum(a.gpu_memory_mb for a in gpu.members.values())
+        if gpu.gpu_memory_mb != memory + sum(h.gpu_memory_mb for h in holds):
+            problems.append(f"{gpu} counts {gpu.gpu_memory_mb} MB of GPU memory")
+        for key in gpu.members:
+            if members.get(key) is not gpu:
+                problems.append(f"{gpu} lists {key}, which shares another GPU")
+        space = gpu.space
+        if scheduler._spaces.get((space.cls, space.site)) is not space or gpu not in space.gpus:
+            problems.append(f"{gpu} is not in its space")
+        if gpu.pool.priority != space.cls.priority or gpu.pool.view is not space.cls.view:
+            problems.append(f"{gpu} is held by a pool of another class")
+        spaces[id(space)] = space
+    if len(spaces) != len(scheduler._spaces):
+        problems.append("a space without shared GPUs is still listed")
+    for space in spaces.values():
+        asks = [ask for gpu in space.gpus for ask in gpu.members.values()]
+        holds = [hold for hold in held.get(id(space), []) if hold.gpu is None]
+        used = (
+            sum(a.cpu_milli for a in asks) + sum(h.cpu_milli for h in holds),
+            sum(a.memory_mb for a in asks) + sum(h.memory_mb for h in holds),
+        )
+        if used != (space.cpu_used, space.memory_used):
+            problems.append(f"space of {space.site} counts {space.cpu_used, space.memory_used}")
+        if space.cpu_free < 0 or space.memory_free < 0:
+            problems.append(f"space of {space.site} uses more CPU or memory than its GPUs give")
+        if space.spare_gpus():
+            problems.append(f"space of {space.site} keeps empty GPUs it does not need")
 
 
 def _verify_physical(tops: list[PhysicalCell], problems: list[str]) -> None:

@@ -36,6 +36,7 @@ from pai.scheduler.backfill import (
     describe_start,
     job_of,
 )
+from pai.scheduler.gpushare import SharePolicy
 from pai.scheduler.scheduler import Scheduler, WorkAtRisk
 from pai.scheduler.types import (
     OPPORTUNISTIC_PRIORITY,
@@ -99,8 +100,13 @@ class PaiScheduler(Scheduler):
         starvation_after_s: float = DEFAULT_STARVATION_AFTER_S,
         overflow: bool = True,
         work_at_risk: WorkAtRisk | None = None,
+        share_policy: SharePolicy | None = None,
     ) -> None:
-        super().__init__(cluster, work_at_risk=work_at_risk or self.work_since_start)
+        super().__init__(
+            cluster,
+            work_at_risk=work_at_risk or self.work_since_start,
+            share_policy=share_policy,
+        )
         self.clock = clock
         self.run_time = run_time
         self.overflow = overflow

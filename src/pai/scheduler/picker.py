@@ -35,7 +35,8 @@ class PickerNode:
     avoids (e.g. guaranteed leaves, for opportunistic placement). `domains[d]` is the id of the
     enclosing multi-node cell at depth d (0 = lowest, e.g. the rack), or None for a floating node
     that is not yet anywhere (a VC cell not bound to hardware). `rank` breaks ties; it must be
-    unique within a picker.
+    unique within a picker. `version` counts refreshes, so callers can tell when what they
+    derived from the node is out of date.
     """
 
     __slots__ = (
@@ -50,6 +51,7 @@ class PickerNode:
         "ref",
         "total",
         "used",
+        "version",
     )
 
     def __init__(self, ref: object, rank: int, total: int, level: int) -> None:
@@ -63,6 +65,7 @@ class PickerNode:
         self.healthy = True
         self.domains: tuple[int, ...] | None = None
         self.by_priority: dict[int, int] = {}
+        self.version = 0
         self._indexed: tuple[BucketKey, int, tuple[int, ...] | None, int] | None = None
 
     def key(self) -> BucketKey:
@@ -104,6 +107,7 @@ class NodePicker:
 
     def refresh(self, node: PickerNode) -> None:
         """Re-index a node after its fields changed (or index it the first time)."""
+        node.version += 1
         self._unindex(node)
         key = node.key()
         free = node.total - node.used

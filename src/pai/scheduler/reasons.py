@@ -6,7 +6,8 @@ import heapq
 from collections.abc import Mapping, Sequence
 
 from pai.cluster.model import SkuType
-from pai.scheduler.types import WaitKind, WaitReason
+from pai.scheduler.gpushare import PodAsk
+from pai.scheduler.types import GPU_MILLI, PodRequest, WaitKind, WaitReason
 
 MAX_LISTED_GROUPS = 5  # named in the message
 MAX_DETAILED_GROUPS = 50  # listed in the details
@@ -130,3 +131,47 @@ def opportunistic(sku: SkuType, total: int, idle: int, needed: int, largest: int
 
 def unschedulable(message: str) -> WaitReason:
     return WaitReason(WaitKind.UNSCHEDULABLE, message[0].upper() + message[1:] + ".", {})
+
+
+def no_share(
+    owner: str, pods: Sequence[PodRequest], asks: Sequence[PodAsk], gpus: int, free_milli: int
+) -> WaitReason:
+    """A group of tasks sharing GPUs found no GPU (with the node's CPU and memory) for them."""
+    needed = sum(ask.milli for ask in asks)
+    wanted = "; ".join(
+        f"{pod.role} {pod.index}: {describe_ask(ask)}" for pod, ask in zip(pods, asks, strict=True)
+    )
+    if free_milli < needed:
+        kind = WaitKind.OPPORTUNISTIC_CAPACITY if owner == "the cluster" else WaitKind.VC_QUOTA
+        message = (
+            f"{owner} has {free_milli / GPU_MILLI:g} of {_gpus(gpus)} free to share and the job "
+            f"needs {needed / GPU_MILLI:g} ({wanted})."
+        )
+    else:
+        kind = WaitKind.TOPOLOGY
+        message = (
+            f"{owner} has {free_milli / GPU_MILLI:g} of {_gpus(gpus)} free to share, but no GPU "
+            f"with enough left on a node with the CPU and memory asked ({wanted})."
+        )
+    return WaitReason(
+        kind,
+        message,
+        {
+            "owner": owner,
+            "gpus": gpus,
+            "free_gpus": free_milli / GPU_MILLI,
+            "needed_gpus": needed / GPU_MILLI,
+        },
+    )
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
+def describe_ask(ask: PodAsk) -> str:
+    """`0.25 GPU (4096 MB of its memory), 2 CPUs and 8192 MB`."""
+    gpu = f"{ask.milli / GPU_MILLI:g} GPU"
+    if ask.gpu_memory_mb:
+        gpu += f" ({ask.gpu_memory_mb} MB of its memory)"
+    return f"{gpu}, {ask.cpu_milli / 1000:g} CPUs and {ask.memory_mb} MB"

@@ -9,6 +9,11 @@
   group. A group is named `<job key>/<group>` (OpenPAI: `<user>~<job>/default`);
 - without `skuType` or `pinnedCellId`, a group gets the first SKU of its VC (file order) that has
   every resource its tasks ask for, preferring CPU-only SKUs for groups that ask for no GPU;
+- a task asking for a share of a GPU (`gpu: 0.25`) shares one leaf cell of a SKU of one GPU per
+  leaf cell with other such tasks of its VC (`pai.scheduler.gpushare`); its CPU and memory come
+  from the node, not from more cells. Roles sharing GPUs and roles on whole cells of one affinity
+  group are placed as two groups, `<group>` and `<group>-gpu-share`, which the job still starts
+  together (all or nothing);
 - requests that can never fit (unknown VC or SKU, more cells than the VC owns, a task larger than
   any of its cells, an opportunistic job on a pinned cell, ...) are refused before they queue.
 """
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from pai.cluster.model import ClusterConfig, SkuType
 from pai.scheduler.admission import CapacityIndex
-from pai.scheduler.types import GroupRequest, PodRequest
+from pai.scheduler.types import GpuShare, GroupRequest, PodRequest
 
 if TYPE_CHECKING:
     from pai.protocol import JobSpec
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 PRIORITY_OF_CLASS = {"crit": 120, "prod": 100, "test": 10, "oppo": -1}
 DEFAULT_PRIORITY_CLASS = "test"
 DEFAULT_GROUP = "default"
+SHARING_GROUP_SUFFIX = "-gpu-share"
 
 
 class RequestRefused(ValueError):
@@ -43,9 +49,11 @@ class RequestRefused(ValueError):
 class _Role:
     name: str
     instances: int
-    gpu: int
+    gpu: float
     cpu: int
     memory_mb: int
+    gpu_milli: int | None  # thousandths of one GPU for a role that shares GPUs
+    gpu_memory_mb: int
     sku_type: str | None
     sku_num: int | None
     pinned_cell_id: str | None
@@ -78,6 +86,8 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
                 gpu=resources.gpu,
                 cpu=resources.cpu,
                 memory_mb=resources.memory_mb,
+                gpu_milli=resources.gpu_milli,
+                gpu_memory_mb=resources.gpu_memory_mb or 0,
                 sku_type=setting.sku_type if setting is not None else None,
                 sku_num=setting.sku_num if setting is not None else None,
                 pinned_cell_id=setting.pinned_cell_id if setting is not None else None,
@@ -93,15 +103,14 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
     groups: dict[str, list[_Role]] = {}
     for member in roles:
         groups.setdefault(member.group, []).append(member)
+    groups = _split_sharing(groups)
     capacity = CapacityIndex.of(cluster)
     requests: list[GroupRequest] = []
     for group_name, members in groups.items():
         try:
             sku, pinned = _placement_target(members, cluster, vc, priority, group_name)
             pods = [
-                PodRequest(member.name, index, _leaf_cells(member, sku))
-                for member in members
-                for index in range(member.instances)
+                _pod(member, index, sku) for member in members for index in range(member.instances)
             ]
         except RequestRefused as refused:
             problems += refused.problems
@@ -128,6 +137,34 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
     if problems:
         raise RequestRefused(list(dict.fromkeys(problems)))
     return requests
+
+
+def _split_sharing(groups: dict[str, list[_Role]]) -> dict[str, list[_Role]]:
+    """Roles sharing GPUs leave an affinity group of whole-cell roles for a group of their own."""
+    split: dict[str, list[_Role]] = {}
+    for name, members in groups.items():
+        sharing = [role for role in members if role.gpu_milli is not None]
+        whole = [role for role in members if role.gpu_milli is None]
+        if sharing and whole:
+            split[name] = whole
+            split[f"{name}{SHARING_GROUP_SUFFIX}"] = sharing
+        else:
+            split[name] = members
+    return split
+
+
+def _pod(role: _Role, index: int, sku: SkuType) -> PodRequest:
+    if role.gpu_milli is None:
+        return PodRequest(role.name, index, _leaf_cells(role, sku))
+    if not sku.shareable:
+        raise RequestRefused(
+            [
+                f"task role '{role.name}' asks for a share of a GPU but a leaf cell of SKU "
+                f"'{sku.name}' is not one GPU ({sku.gpu} GPUs); shares need a SKU of one GPU"
+            ]
+        )
+    share = GpuShare(role.gpu_milli, role.gpu_memory_mb)
+    return PodRequest(role.name, index, 1, share, role.cpu * 1000, role.memory_mb)
 
 
 def _placement_target(
@@ -183,6 +220,12 @@ def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority
 
 
 def _lacking(role: _Role, sku: SkuType) -> str | None:
+    if role.gpu_milli is not None:
+        if not sku.shareable:
+            return "a share of one GPU"
+        if role.gpu_memory_mb > sku.gpu_memory_mb:
+            return "GPU memory"
+        return None
     for resource, asked, unit in (
         ("gpu", role.gpu, sku.gpu),
         ("cpu", role.cpu, sku.cpu),
@@ -224,8 +267,8 @@ def _leaf_cells(role: _Role, sku: SkuType) -> int:
     return role.sku_num
 
 
-def _amounts(gpu: int, cpu: int, memory_mb: int) -> str:
-    """`1 GPU, 8 CPUs and 61440 MB of memory`."""
-    gpus = "GPU" if gpu == 1 else "GPUs"
+def _amounts(gpu: float, cpu: int, memory_mb: int) -> str:
+    """`1 GPU, 8 CPUs and 61440 MB of memory` (`0.25 GPU ...` for a share)."""
+    gpus = "GPU" if 0 < gpu <= 1 else "GPUs"
     cpus = "CPU" if cpu == 1 else "CPUs"
     return f"{gpu} {gpus}, {cpu} {cpus} and {memory_mb} MB of memory"

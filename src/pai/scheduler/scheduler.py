@@ -23,12 +23,14 @@ from typing import TypeVar, cast
 from pai.cluster.model import ClusterConfig
 from pai.scheduler import reasons
 from pai.scheduler.admission import CapacityIndex
-from pai.scheduler.buddy import TentativeFree, usable
 from pai.scheduler.cells import PhysicalCell, VirtualCell
+from pai.scheduler.fragmentation import FragmentationPolicy
+from pai.scheduler.gpushare import SharePolicy
 from pai.scheduler.invariants import verify
+from pai.scheduler.mapping import WorkAtRisk
 from pai.scheduler.picker import FREE, NOT_AVAILABLE, PREEMPTIBLE, LeafLayout, pick_leaves
+from pai.scheduler.sharing import SharingState
 from pai.scheduler.snapshot import build_snapshot
-from pai.scheduler.state import CellState, ChainState
 from pai.scheduler.types import (
     OPPORTUNISTIC_PRIORITY,
     Allocation,
@@ -52,17 +54,21 @@ class PlacementError(ValueError):
     """`allocate` was called with a placement the scheduler did not offer or cannot honour."""
 
 
-WorkAtRisk = Callable[[str], float]
-"""The work a running group (by name) would lose if it were preempted now, e.g. its GPU-seconds
-since its last checkpoint; any unit, as long as it is the same for every group."""
-
-
-class Scheduler(CellState):
+class Scheduler(SharingState):
     """HiveD over one cluster. Not thread-safe: the caller serialises calls."""
 
-    def __init__(self, cluster: ClusterConfig, *, work_at_risk: WorkAtRisk | None = None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        *,
+        work_at_risk: WorkAtRisk | None = None,
+        share_policy: SharePolicy | None = None,
+    ) -> None:
+        """`share_policy` places tasks that share GPUs (default: PAI's, which learns the
+        workload and keeps fragmentation low)."""
         self.cluster = cluster
         self.work_at_risk = work_at_risk
+        self.share_policy = share_policy or FragmentationPolicy()
         self._capacity = CapacityIndex(cluster)
         self._reset()
 
@@ -74,7 +80,7 @@ class Scheduler(CellState):
         if existing is not None:
             if existing.state is GroupState.ALLOCATED:
                 return Bind(existing.placement)
-            if all(leaf.bad_nodes == 0 for leaf in existing.leaves):
+            if all(leaf.bad_nodes == 0 for leaf in existing.reserved_leaves()):
                 victims = self._victims_of(existing)
                 if victims:
                     return Preempt(victims, existing.placement)
@@ -86,7 +92,9 @@ class Scheduler(CellState):
         refusal = self._capacity.refusal(request)
         if refusal is not None:
             return Wait(reasons.unschedulable(refusal))
-        if request.opportunistic:
+        if request.shares:
+            decision = self._schedule_shares(request)
+        elif request.opportunistic:
             decision = self._schedule_opportunistic(request)
         else:
             decision = self._schedule_guaranteed(request)
@@ -107,6 +115,9 @@ class Scheduler(CellState):
                     raise PlacementError(
                         f"group '{group_name}' still waits for {', '.join(victims)} to stop"
                     )
+                if existing.request.shares:
+                    self._pool_reserved(existing)
+                    return
                 for leaf in existing.leaves:
                     self._set_leaf(leaf, existing, None)
                 existing.state = GroupState.ALLOCATED
@@ -118,6 +129,11 @@ class Scheduler(CellState):
             )
         request = self._offer[0]
         self._offer = None
+        if request.shares:
+            plan, self._share_offer = self._share_offer, None
+            assert plan is not None and plan.request is request
+            self._allocate_shares(plan)
+            return
         leaves = self._resolve(placement)
         if isinstance(leaves, str):
             raise PlacementError(leaves)
@@ -137,6 +153,10 @@ class Scheduler(CellState):
         if self._offer is not None and self._offer[0].name == group_name:
             self._offer = None
         if group is None:
+            return
+        if group.shared:
+            self._leave_shares(group)
+            self._flush()
             return
         self._vacate(group)
         self._settle(group)
@@ -188,6 +208,13 @@ class Scheduler(CellState):
         )
         for allocation in ordered:
             request, placement = allocation.request, allocation.placement
+            if request.shares:
+                downgrade, problem = self._restore_shares(allocation)
+                if problem is not None:
+                    rejected[request.name] = problem
+                elif downgrade:
+                    downgraded.append(request.name)
+                continue
             leaves = self._resolve(placement)
             if isinstance(leaves, str):
                 rejected[request.name] = leaves
@@ -205,6 +232,7 @@ class Scheduler(CellState):
                 downgraded.append(request.name)
             self._groups[request.name] = group
             self._flush()
+        self._claim_spares()
         for name in bad:
             self.set_node_health(name, False)
         return RebuildResult(tuple(downgraded), rejected)
@@ -292,87 +320,6 @@ class Scheduler(CellState):
             return self._finish(request, placement, flat, tuple(g.name for g in lazy))
         return self._guaranteed_wait(request, view, sizes, bad_node)
 
-    def _map_to_physical(
-        self, state: ChainState, chosen: list[list[VirtualCell]], domain: int | None
-    ) -> list[list[PhysicalCell]] | None:
-        """Physical leaves for the chosen VC leaves, without changing anything (HiveD's mapping:
-        bound cells keep their binding; unbound ones get free cells of the same shape)."""
-        at_risk = self._opportunistic_work_in if self.work_at_risk is not None else None
-        tentative = TentativeFree(state.free, at_risk)
-        assigned: dict[VirtualCell, PhysicalCell] = {}
-        taken: set[PhysicalCell] = set()
-        within = self._multi_node_cells.get(domain) if domain is not None else None
-        if within is None:
-            within = self._domain_for_floating(state, chosen)
-
-        def physical_of(cell: VirtualCell) -> PhysicalCell | None:
-            return cell.physical or assigned.get(cell)
-
-        result: list[list[PhysicalCell]] = []
-        for pod in chosen:
-            leaves: list[PhysicalCell] = []
-            for vleaf in pod:
-                if physical_of(vleaf) is None:
-                    unbound = [vleaf]
-                    while (
-                        unbound[-1].parent is not None and physical_of(unbound[-1].parent) is None
-                    ):
-                        unbound.append(unbound[-1].parent)
-                    for vcell in reversed(unbound):
-                        parent = vcell.parent
-                        if parent is None:
-                            target = tentative.choose(vcell.level, within=within)
-                        else:
-                            parent_physical = physical_of(parent)
-                            assert parent_physical is not None
-                            target = _free_child(parent_physical, taken, tentative.rank)
-                        if target is None:
-                            return None
-                        assigned[vcell] = target
-                        taken.add(target)
-                found = physical_of(vleaf)
-                assert found is not None
-                leaves.append(found)
-            result.append(leaves)
-        return result
-
-    def _opportunistic_work_in(self, cell: PhysicalCell) -> float:
-        """What the opportunistic groups running in `cell` would lose if a VC took it: a cell
-        bound to a VC is, sooner or later, all needed by it."""
-        assert self.work_at_risk is not None
-        holders = {
-            leaf.holder.name
-            for leaf in cell.at_level(1)
-            if leaf.holder is not None and leaf.reserver is None
-        }
-        return sum(self.work_at_risk(name) for name in holders)
-
-    def _domain_for_floating(
-        self, state: ChainState, chosen: list[list[VirtualCell]]
-    ) -> PhysicalCell | None:
-        """Rack packing for VC cells not bound yet: the fullest lowest multi-node cell (e.g. a
-        rack) that can take all of them, when the group needs more than one."""
-        floating = {vleaf.root for pod in chosen for vleaf in pod if vleaf.root.physical is None}
-        if len(floating) < 2 or not state.lowest_domains:
-            return None
-        levels = {root.level for root in floating}
-        if len(levels) != 1:
-            return None
-        level = levels.pop()
-        if level > state.chain.node_level:
-            return None
-        best: tuple[int, int] | None = None
-        best_cell = None
-        for cell in state.lowest_domains:
-            available = state.free.obtainable(cell, level)
-            if available >= len(floating) and (best is None or (available, cell.id) < best):
-                best, best_cell = (available, cell.id), cell
-        return best_cell
-
-    def _floating_capacity(self, state: ChainState, domain: int, level: int) -> int:
-        cell = self._multi_node_cells.get(domain)
-        return state.free.obtainable(cell, level) if cell is not None else 0
-
     def _finish(
         self,
         request: GroupRequest,
@@ -380,7 +327,7 @@ class Scheduler(CellState):
         leaves: list[PhysicalCell],
         downgraded: tuple[str, ...],
     ) -> Bind | Preempt:
-        victims = {leaf.holder.name for leaf in leaves if leaf.holder is not None}
+        victims = {name for leaf in leaves if leaf.holder is not None for name in leaf.holder.stops}
         if not victims:
             return Bind(placement, downgraded)
         self._cancel_preemptors_on(leaves, request.priority)
@@ -501,19 +448,6 @@ def _placement(
     indices = range(len(request.pods))
     placement = Placement(chain, tuple(pods[i] for i in indices))
     return placement, [leaf for i in indices for leaf in pod_leaves[i]]
-
-
-def _free_child(
-    parent: PhysicalCell,
-    taken: set[PhysicalCell],
-    rank: Callable[[PhysicalCell], tuple[float, ...]],
-) -> PhysicalCell | None:
-    candidates = [
-        child
-        for child in parent.children
-        if child.virtual is None and child not in taken and usable(child)
-    ]
-    return min(candidates, key=rank) if candidates else None
 
 
 def _virtual_leaf_state(leaf: VirtualCell, priority: int) -> int:

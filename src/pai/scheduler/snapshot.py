@@ -8,11 +8,13 @@ from pai.scheduler.cells import PhysicalCell, VirtualCell
 from pai.scheduler.groups import GroupRecord
 from pai.scheduler.reasons import amount
 from pai.scheduler.types import (
+    GPU_MILLI,
     ClusterSnapshot,
     GroupSnapshot,
     GroupState,
     LeafUsage,
     NodeSnapshot,
+    ShareUsage,
     VcSnapshot,
 )
 from pai.scheduler.views import VcView
@@ -42,7 +44,8 @@ def build_snapshot(scheduler: Scheduler) -> ClusterSnapshot:
             guaranteed_gpus += amount(sku, view.total_leaves)
             used_gpus += amount(sku, view.used)
             for group, count in view.group_leaves.items():
-                groups[group.name] = groups.get(group.name, 0) + count
+                if group.gpu is None:  # pools are listed with the nodes' shared GPUs
+                    groups[group.name] = groups.get(group.name, 0) + count
             for root in view.roots:
                 _count_free_cells(view, root, free_cells)
         opportunistic = opportunistic_gpus = 0
@@ -69,13 +72,7 @@ def build_snapshot(scheduler: Scheduler) -> ClusterSnapshot:
     nodes = []
     for info in scheduler._nodes.values():
         leaves = tuple(
-            LeafUsage(
-                index=leaf.leaf_index,
-                group=leaf.holder.name if leaf.holder else None,
-                priority=_leaf_priority(leaf),
-                reserved_by=leaf.reserver.name if leaf.reserver else None,
-            )
-            for leaf in sorted(info.cell.leaves, key=lambda leaf: leaf.leaf_index)
+            _leaf_usage(leaf) for leaf in sorted(info.cell.leaves, key=lambda leaf: leaf.leaf_index)
         )
         nodes.append(
             NodeSnapshot(
@@ -110,6 +107,27 @@ def _count_free_cells(view: VcView, cell: VirtualCell, counts: dict[str, int]) -
 def _views_of(scheduler: Scheduler, vc: str) -> list[VcView]:
     views = [view for (name, _), view in scheduler._views.items() if name == vc]
     return views + [view for view in scheduler._pinned_views.values() if view.vc == vc]
+
+
+def _leaf_usage(leaf: PhysicalCell) -> LeafUsage:
+    holder = leaf.holder
+    reserved_by = leaf.reserver.name if leaf.reserver else None
+    gpu = holder.gpu if holder is not None else None
+    if gpu is None:
+        group = holder.name if holder is not None else None
+        return LeafUsage(leaf.leaf_index, group, _leaf_priority(leaf), reserved_by)
+    shares = tuple(
+        ShareUsage(group, role, index, ask.milli, ask.gpu_memory_mb)
+        for (group, role, index), ask in sorted(gpu.members.items())
+    )
+    return LeafUsage(
+        leaf.leaf_index,
+        None,
+        _leaf_priority(leaf),
+        reserved_by,
+        shares,
+        GPU_MILLI - gpu.milli,
+    )
 
 
 def _leaf_priority(leaf: PhysicalCell) -> int | None:

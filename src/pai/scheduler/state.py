@@ -282,7 +282,8 @@ class CellState:
                 if leaf is None:
                     return f"node '{pod.node}' has no leaf cell {index}"
                 leaves.append(leaf)
-        if len(set(leaves)) != len(leaves):
+        shares = any(pod.share is not None for pod in placement.pods)
+        if not shares and len(set(leaves)) != len(leaves):
             return "the placement uses a leaf cell twice"
         return leaves
 
@@ -381,6 +382,9 @@ class CellState:
                 self._set_holder(vleaf, None)
                 self._unbind_idle(vleaf)
         group.leaves, group.vleaves = [], []
+        for claim in group.claims:
+            self._vacate(claim)
+        group.claims = []
 
     def _downgrade(self, group: GroupRecord) -> None:
         """Lazy preemption: the group keeps its physical cells but no longer counts against its
@@ -405,11 +409,25 @@ class CellState:
             self._occupy(group, leaves, reserve=False)
 
     def _victims_of(self, group: GroupRecord) -> tuple[str, ...]:
-        names = {leaf.holder.name: None for leaf in group.leaves if leaf.holder is not None}
+        names = {
+            name
+            for leaf in group.reserved_leaves()
+            if leaf.holder is not None
+            for name in leaf.holder.stops
+        }
         return tuple(sorted(names))
 
     def _cancel_preemptors_on(self, leaves: Sequence[PhysicalCell], priority: int) -> None:
-        preemptors = {leaf.reserver.name: leaf.reserver for leaf in leaves if leaf.reserver}
+        """Preemptors of lower priority give up the reservations they have on `leaves`."""
+        preemptors: dict[str, GroupRecord] = {}
+        for leaf in leaves:
+            if leaf.reserver is not None:
+                preemptor = leaf.reserver.owner or leaf.reserver
+                preemptors[preemptor.name] = preemptor
+        self._cancel(preemptors, priority)
+
+    def _cancel(self, preemptors: dict[str, GroupRecord], priority: int) -> None:
+        """Preempting groups (of lower priority than `priority`) give up and wait again."""
         for name in sorted(preemptors):
             preemptor = preemptors[name]
             assert preemptor.priority < priority

@@ -11,13 +11,39 @@ MIN_GUARANTEED_PRIORITY = 0
 MAX_PRIORITY = 1000
 
 
+GPU_MILLI = 1000
+"""A whole GPU in thousandths, the unit GPU shares are counted in."""
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """Part of one GPU: `milli` thousandths of its compute (0..1000) and `memory_mb` of its
+    memory (0: no amount asked, the task shares the GPU's memory with the others)."""
+
+    milli: int
+    memory_mb: int = 0
+
+    @property
+    def fraction(self) -> float:
+        return self.milli / GPU_MILLI
+
+
 @dataclass(frozen=True)
 class PodRequest:
-    """One task of a job: `leaf_cells` leaf cells (GPUs, or CPU slots) on a single node."""
+    """One task of a job: `leaf_cells` leaf cells (GPUs, or CPU slots) on a single node, or,
+    with `share`, part of one GPU that other sharing tasks of its VC use too (`leaf_cells` 1).
+
+    `cpu_milli` and `memory_mb` are the node's CPU (thousandths of a core) and memory the task
+    needs. A whole-cell task must find them in its cells' shares (SKU cpu and memory per leaf
+    cell); tasks sharing GPUs of a node pool the shares of those GPUs (`pai.scheduler.sharing`).
+    """
 
     role: str
     index: int
     leaf_cells: int
+    share: GpuShare | None = None
+    cpu_milli: int = 0
+    memory_mb: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,11 @@ class GroupRequest:
     def leaf_cells(self) -> int:
         return sum(pod.leaf_cells for pod in self.pods)
 
+    @property
+    def shares(self) -> bool:
+        """Whether the group's pods share GPUs (a group shares all its GPUs or none)."""
+        return any(pod.share is not None for pod in self.pods)
+
 
 @dataclass(frozen=True)
 class PodPlacement:
@@ -60,6 +91,7 @@ class PodPlacement:
     address: str
     leaf_indices: tuple[int, ...]
     cell_type: str | None
+    share: GpuShare | None = None  # the part of its one GPU a sharing pod gets
 
 
 @dataclass(frozen=True)
@@ -148,11 +180,31 @@ class GroupState(StrEnum):
 
 
 @dataclass(frozen=True)
+class ShareUsage:
+    """One task's part of a shared GPU: the task `role`/`index` of `group`."""
+
+    group: str
+    role: str
+    index: int
+    milli: int
+    memory_mb: int = 0
+
+
+@dataclass(frozen=True)
 class LeafUsage:
+    """A leaf cell: the group holding it whole, or, when it is shared, the groups sharing it
+    (`shares`, `group` None) and the thousandths of the GPU still free (`free_milli`)."""
+
     index: int
     group: str | None
     priority: int | None
     reserved_by: str | None = None
+    shares: tuple[ShareUsage, ...] = ()
+    free_milli: int | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.free_milli is not None
 
 
 @dataclass(frozen=True)

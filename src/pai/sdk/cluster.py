@@ -76,6 +76,26 @@ class LeafUsage(ApiModel):
     priority: Any = None
 
 
+class SharedTask(ApiModel):
+    """A task on part of a shared GPU."""
+
+    job: str
+    vc: str | None = None
+    task_role_name: str = ""
+    task_index: int = 0
+    gpu_fraction: float = 0
+    gpu_memory_mb: int = Field(default=0, alias="gpuMemoryMB")
+
+
+class SharedGpu(ApiModel):
+    """A GPU tasks share: which tasks, and the part of it still free."""
+
+    gpu_index: int
+    free_fraction: float = 0
+    opportunistic: bool = False
+    tasks: list[SharedTask] = Field(default_factory=list)
+
+
 class Node(ApiModel):
     """A node: health, SKU, and its leaf cells (GPUs or CPU slots) total, used and free."""
 
@@ -89,6 +109,7 @@ class Node(ApiModel):
     leaves: Counts = Field(default_factory=Counts)
     gpus: Counts = Field(default_factory=Counts)
     usage: list[LeafUsage] = Field(default_factory=list)
+    shared_gpus: list[SharedGpu] = Field(default_factory=list)
 
 
 class SkuType(ApiModel):

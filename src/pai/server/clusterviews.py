@@ -19,7 +19,8 @@ from pai.errors import NoVirtualClusterError
 from pai.executors.base import NodeCondition, NodeState
 from pai.orchestrator.controller import VcJobs
 from pai.orchestrator.controlplane import ControlPlane
-from pai.scheduler.types import ClusterSnapshot, NodeSnapshot
+from pai.scheduler.types import GPU_MILLI, ClusterSnapshot, NodeSnapshot
+from pai.scheduler.types import LeafUsage as SnapshotLeaf
 
 
 class Resources(BaseModel):
@@ -88,6 +89,24 @@ class LeafUsage(BaseModel):
     priority: int
 
 
+class SharedTask(BaseModel):
+    job: str = Field(description="The framework name `<user>~<job>` of the task's job.")
+    vc: str
+    taskRoleName: str
+    taskIndex: int
+    gpuFraction: float = Field(description="The part of the GPU the task has (0.25: a quarter).")
+    gpuMemoryMB: int = Field(description="GPU memory it asked for; 0 when it asked for none.")
+
+
+class SharedGpu(BaseModel):
+    """A GPU that tasks share."""
+
+    gpuIndex: int
+    freeFraction: float = Field(description="The part of the GPU no task has yet.")
+    opportunistic: bool = Field(description="Shared by opportunistic tasks (of any VC).")
+    tasks: list[SharedTask]
+
+
 class NodeInfo(BaseModel):
     name: str
     address: str
@@ -102,7 +121,10 @@ class NodeInfo(BaseModel):
     skuType: str
     leaves: Counts
     gpus: Counts
-    usage: list[LeafUsage] = Field(description="The leaf cells in use.")
+    usage: list[LeafUsage] = Field(description="The leaf cells a job holds whole.")
+    sharedGpus: list[SharedGpu] = Field(
+        default_factory=list, description="The GPUs tasks share: which tasks, and how much is free."
+    )
 
 
 @dataclass
@@ -203,17 +225,39 @@ class ClusterView:
                     ),
                     usage=[
                         LeafUsage(
-                            leafIndex=index,
-                            job=_job_of(group),
-                            vc=groups[group].vc,
-                            priority=groups[group].priority,
+                            leafIndex=leaf.index,
+                            job=_job_of(leaf.group),
+                            vc=groups[leaf.group].vc,
+                            priority=groups[leaf.group].priority,
                         )
-                        for index, group in _held(node)
-                        if group in groups
+                        for leaf in node.leaves
+                        if leaf.group is not None and leaf.group in groups
                     ],
+                    sharedGpus=[self._shared_gpu(leaf) for leaf in node.leaves if leaf.shared],
                 )
             )
         return result
+
+    def _shared_gpu(self, leaf: SnapshotLeaf) -> SharedGpu:
+        groups = self._snapshot.groups
+        tasks = [
+            SharedTask(
+                job=_job_of(share.group),
+                vc=groups[share.group].vc,
+                taskRoleName=share.role,
+                taskIndex=share.index,
+                gpuFraction=share.milli / GPU_MILLI,
+                gpuMemoryMB=share.memory_mb,
+            )
+            for share in leaf.shares
+            if share.group in groups
+        ]
+        return SharedGpu(
+            gpuIndex=leaf.index,
+            freeFraction=(leaf.free_milli or 0) / GPU_MILLI,
+            opportunistic=(leaf.priority or 0) < 0,
+            tasks=tasks,
+        )
 
     def sku_types(self, vc: str | None = None) -> dict[str, SkuTypeInfo]:
         """Every SKU of the cluster, or those `vc` has cells of."""
@@ -317,10 +361,13 @@ class ClusterView:
 
 
 def _held(node: NodeSnapshot) -> Iterator[tuple[int, str]]:
-    """(leaf index, group) for each leaf of the node that a group holds."""
+    """(leaf index, group) for each leaf of the node a group holds; a shared GPU counts for
+    the first group sharing it (its tasks are all of one VC unless they are opportunistic)."""
     for leaf in node.leaves:
         if leaf.group is not None:
             yield leaf.index, leaf.group
+        elif leaf.shares:
+            yield leaf.index, leaf.shares[0].group
 
 
 def _job_of(group: str) -> str:

@@ -133,6 +133,10 @@ class TaskStatusInfo(BaseModel):
     containerNodeName: str | None
     containerPorts: dict[str, str] = Field(description='label -> "port1,port2"; {} if unplaced')
     containerGpus: str | None = Field(description='GPU indices, "0,1"; null without GPUs')
+    containerGpuFraction: float | None = Field(
+        default=None,
+        description="The part of its one GPU a task sharing it has (0.25); null on whole GPUs.",
+    )
     containerLog: str = Field(description='URL of the attempt\'s log locations; "" if unplaced')
     containerExitCode: int | None
     containerExitSpec: ExitSpecInfo | None
@@ -218,6 +222,7 @@ class TaskAttemptInfo(BaseModel):
     containerNodeName: str | None
     containerPorts: dict[str, str] = Field(description='label -> "port1,port2"; {} if unplaced')
     containerGpus: str | None
+    containerGpuFraction: float | None = None
     containerExitCode: int | None
     containerExitSpec: ExitSpecInfo | None
     containerExitDiagnostics: str | None

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from pai.errors import NoJobError
 from pai.orchestrator import framework as fw
+from pai.protocol.taskrole import GPU_MILLI
 from pai.runtime.exitspec import ExitSpec
 from pai.server.jobschemas import (
     AppExitMessages,
@@ -420,6 +421,7 @@ class JobView:
             containerNodeName=where["node"] if where else None,
             containerPorts=_ports(where),
             containerGpus=_gpus(where),
+            containerGpuFraction=_gpu_fraction(where),
             containerLog=self._logs(attempt, task, current) or "",
             containerExitCode=completion.code if completion else None,
             containerExitSpec=self._explain(completion.code) if completion else None,
@@ -458,6 +460,7 @@ class JobView:
             containerNodeName=where["node"] if where else None,
             containerPorts=_ports(where),
             containerGpus=_gpus(where),
+            containerGpuFraction=_gpu_fraction(where),
             containerExitCode=completion.code if completion else None,
             containerExitSpec=self._explain(completion.code) if completion else None,
             containerExitDiagnostics=completion.diagnostics or None if completion else None,
@@ -517,6 +520,12 @@ def _ports(where: Mapping[str, Any] | None) -> dict[str, str]:
 def _gpus(where: Mapping[str, Any] | None) -> str | None:
     gpus = where["gpus"] if where else []
     return ",".join(str(gpu) for gpu in gpus) or None
+
+
+def _gpu_fraction(where: Mapping[str, Any] | None) -> float | None:
+    """The share of its GPU a task sharing one was placed with (`gpuMilli` thousandths)."""
+    milli = where.get("gpuMilli") if where else None
+    return milli / GPU_MILLI if milli is not None else None
 
 
 def _ms(moment: datetime | None) -> int | None:

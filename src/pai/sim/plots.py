@@ -183,3 +183,42 @@ def anomaly_by_vc(
     axes.legend(fontsize=8)
     axes.grid(axis="y", alpha=0.3)
     return _save(figure, path)
+
+
+ZOOM_FROM = 85.0
+"""Arrived workload (%) the right-hand plot of `allocation_by_arrival` starts at."""
+SHARE_STYLES = {
+    "pai": {"color": "#d62728", "linewidth": 2.2},
+    "fgd": {"color": "#1f77b4", "linewidth": 1.6},
+    "fgd-k8s": {"color": "#1f77b4", "linewidth": 1.2, "linestyle": ":"},
+}
+
+
+def allocation_by_arrival(
+    curves: Mapping[str, Sequence[tuple[float, float]]], workload: str, seeds: int, path: Path
+) -> Path:
+    """Lines: the GPU allocation rate against the arrived workload (both % of the cluster's
+    GPUs), one per placement policy, with the whole view and the end of the run side by side."""
+    figure = Figure(figsize=(11, 4.4))
+    whole, end = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    others = iter((*OTHER_COLORS, "#2ca02c", "#ff7f0e", "#17becf"))
+    for name, points in curves.items():
+        style = SHARE_STYLES.get(name) or {"color": next(others), "linewidth": 1.0}
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        whole.plot(xs, ys, label=name, **style)
+        end.plot(xs, ys, label=name, **style)
+    whole.plot([0, 100], [0, 100], color="#bbbbbb", linewidth=0.8, linestyle="--")
+    last = max(x for points in curves.values() for x, _ in points)
+    late = [y for points in curves.values() for x, y in points if x >= ZOOM_FROM]
+    whole.set_xlim(0, last)
+    whole.set_ylim(0, 100)
+    end.set_xlim(ZOOM_FROM, last)
+    end.set_ylim(math.floor(min(late)) - 1, math.ceil(max(late)) + 1)
+    for axes in (whole, end):
+        axes.set_xlabel("arrived workload (% of the cluster's GPUs)")
+        axes.grid(alpha=0.3)
+    whole.set_ylabel("GPUs allocated (%)")
+    end.set_title(f"from {ZOOM_FROM:g} % on")
+    whole.set_title(f"{workload}: mean of {seeds} seed{'s' if seeds > 1 else ''}")
+    end.legend(fontsize=8, loc="lower right")
+    return _save(figure, path)

@@ -11,6 +11,7 @@ PHILLY_VC_JOBS = "philly_vc_jobs.csv.gz"
 ITP_JOBS = "itp_jobs.csv.gz"
 PHILLY_MACHINE_LIST = "cluster_machine_list.csv"
 PHILLY_VC_QUOTAS = "philly_vc_node_quota_helios_artifact.csv"
+OPENB_PODS = "openb_pod_list_default.csv.gz"
 
 
 def traces_dir() -> Path:

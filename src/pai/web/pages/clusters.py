@@ -1,5 +1,5 @@
 """Virtual clusters (their guarantee, its use, their jobs) for everybody, and the nodes with
-who uses each of their cells, for administrators."""
+who uses each of their cells and which tasks share which GPU, for administrators."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from pai.monitoring.history import UsageHistory
-from pai.server.clusterviews import LeafUsage, NodeInfo, VirtualClusterInfo
+from pai.server.clusterviews import LeafUsage, NodeInfo, SharedGpu, VirtualClusterInfo
 from pai.server.deps import Context
 from pai.server.joblist import JobListQuery
 from pai.server.jobschemas import JobListItem
@@ -45,13 +45,33 @@ class VcRow:
 class NodeRow:
     info: NodeInfo
     usage: Usage
-    leaves: list[LeafUsage | None]
-    """Each leaf cell in order: who holds it, or None when free."""
+    leaves: list[LeafUsage | SharedGpu | None]
+    """Each leaf cell in order: who holds it, the tasks sharing it, or None when free."""
 
     @property
-    def jobs(self) -> list[LeafUsage]:
-        """One holding per job (a job holding several cells is listed once)."""
-        return list({leaf.job: leaf for leaf in self.info.usage}.values())
+    def jobs(self) -> list[JobOnNode]:
+        """Each job with cells or shared GPUs on the node, once."""
+        jobs = {
+            leaf.job: JobOnNode(leaf.job, leaf.vc, leaf.priority < 0) for leaf in self.info.usage
+        }
+        for gpu in self.info.sharedGpus:
+            for task in gpu.tasks:
+                jobs.setdefault(task.job, JobOnNode(task.job, task.vc, gpu.opportunistic, True))
+        return list(jobs.values())
+
+
+@dataclass(frozen=True)
+class JobOnNode:
+    job: str
+    vc: str
+    opportunistic: bool
+    shares: bool = False
+    """It runs on part of a shared GPU."""
+
+
+def used_tenths(gpu: SharedGpu) -> int:
+    """How much of a shared GPU is taken, in tenths (the portal draws it in tenths)."""
+    return round(10 * (1 - gpu.freeFraction))
 
 
 @router.get("/virtual-clusters", name="portal.virtual_clusters")
@@ -88,7 +108,8 @@ def cluster(request: Request, context: Context, admin: Admin) -> HTMLResponse:
     nodes = capacity.view.nodes()
     rows = []
     for node in nodes:
-        held = {leaf.leafIndex: leaf for leaf in node.usage}
+        held: dict[int, LeafUsage | SharedGpu] = {leaf.leafIndex: leaf for leaf in node.usage}
+        held.update({gpu.gpuIndex: gpu for gpu in node.sharedGpus})
         rows.append(
             NodeRow(
                 info=node,
@@ -104,6 +125,8 @@ def cluster(request: Request, context: Context, admin: Admin) -> HTMLResponse:
         total=capacity.cluster(nodes),
         unit=capacity.unit,
         healthy=sum(node.healthy for node in nodes),
+        shared=[(node, gpu) for node in nodes for gpu in node.sharedGpus],
+        used_tenths=used_tenths,
     )
 
 
