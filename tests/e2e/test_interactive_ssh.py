@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -71,13 +72,23 @@ class Interactive:
 
 
 def wait_for_ssh(client: Client, name: str, tasks: int) -> SshInfo:
+    """The job's SSH details once every task runs and its SSH server accepts connections (a
+    task is listed when it runs; its server may still be starting on a loaded machine)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         info = client.ssh_info(name)
-        if len(info.containers) == tasks:
+        if len(info.containers) == tasks and all(map(_accepts, info.containers)):
             return info
         time.sleep(0.2)
     raise AssertionError(f"the tasks of {name} never all ran: {client.job(name).job_status}")
+
+
+def _accepts(task: SshContainer) -> bool:
+    try:
+        socket.create_connection((task.sshIp, int(task.sshPort)), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
