@@ -9,7 +9,7 @@ head and four workers in network namespaces of their own, eight slots each; need
 `--isolation container` the local executor's jobs also run with every task in a container of
 a busybox image already on the machine (podman, a runtime configuration and registry of the
 benchmark's own: `pai.executors.containersandbox`; needs root), next to host tasks in the
-same run.
+same run and to the runtime's own floor: as many bare `podman run --detach` started at once.
 
     python benchmarks/launch.py [--json] [--runs N] [--engine local|ray]
                                 [--isolation host|container]
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -183,14 +184,42 @@ def measure_local(
         kill_processes_under(home)
 
 
-def measure_containers(directory: Path, runs: int) -> list[dict[str, float]]:
-    """The local executor's jobs with every task in a container of an image on the node."""
+def measure_containers(
+    directory: Path, runs: int
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """The local executor's jobs with every task in a container of an image on the node, and
+    the runtime's own floor: as many bare `podman run --detach` at once, without PAI."""
     with ContainerSandbox(directory / "containers") as sandbox:
         image = sandbox.busybox("bench/busybox:1")
         sandbox.podman("pull", "--authfile", str(sandbox.auth_file()), image)
         os.environ.update(sandbox.env)  # the executor's supervisors start podman with it
         config = SupervisorConfig(isolation=IsolationPolicy("container"))
-        return measure_local(directory, runs, config, image)
+        jobs = measure_local(directory, runs, config, image)
+        return jobs, [runtime_floor(sandbox, image, tasks, FLOOR_RUNS) for tasks in SIZES]
+
+
+FLOOR_RUNS = 5
+
+
+def runtime_floor(sandbox: ContainerSandbox, image: str, tasks: int, runs: int) -> dict[str, float]:
+    """Wall time of `tasks` bare `podman run --detach` started together, until all returned."""
+    command = ["podman", "run", "--detach", "--network", "host", "--log-driver", "passthrough"]
+    walls = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        starts = [
+            subprocess.Popen(
+                [*command, image, "sleep", "60"],
+                env={**os.environ, **sandbox.env},
+                stdout=subprocess.DEVNULL,
+            )
+            for _ in range(tasks)
+        ]
+        if any(start.wait() != 0 for start in starts):
+            raise RuntimeError("podman run failed in the runtime floor measurement")
+        walls.append(time.perf_counter() - started)
+        sandbox.podman("rm", "--force", "--all", "--time", "0")
+    return {"tasks": tasks, "p50_ms": round(statistics.median(walls) * 1000, 1)}
 
 
 def measure_ray(directory: Path, runs: int) -> list[dict[str, float]]:
@@ -223,7 +252,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pai-launch-", dir="/tmp") as directory:
         local = measure_local(Path(directory), args.runs)
         if args.isolation == "container":
-            show_containers(local, measure_containers(Path(directory), args.runs), args.json)
+            show_containers(local, *measure_containers(Path(directory), args.runs), args.json)
             return
         if args.engine == "local":
             if args.json:
@@ -246,19 +275,37 @@ def main() -> None:
 
 
 def show_containers(
-    host: list[dict[str, float]], containers: list[dict[str, float]], as_json: bool
+    host: list[dict[str, float]],
+    containers: list[dict[str, float]],
+    floor: list[dict[str, float]],
+    as_json: bool,
 ) -> None:
     ratios = {
         str(row["tasks"]): round(row["p50_ms"] / host_row["p50_ms"], 2)
         for host_row, row in zip(host, containers, strict=True)
     }
     if as_json:
-        print(json.dumps({"host": host, "container": containers, "container_to_host_p50": ratios}))
+        print(
+            json.dumps(
+                {
+                    "host": host,
+                    "container": containers,
+                    "container_to_host_p50": ratios,
+                    "bare_podman_run": floor,
+                }
+            )
+        )
         return
     console = Console()
     console.print(table("Submit to running, tasks on the host", host))
     console.print(table("Submit to running, tasks in containers (image present)", containers))
     console.print(f"container p50 / host p50 by tasks: {ratios}")
+    floor_table = Table(title="Bare `podman run --detach`, N at once, without PAI")
+    floor_table.add_column("containers", justify="right")
+    floor_table.add_column("p50 ms", justify="right")
+    for row in floor:
+        floor_table.add_row(str(row["tasks"]), str(row["p50_ms"]))
+    console.print(floor_table)
 
 
 def table(title: str, results: list[dict[str, float]]) -> Table:
