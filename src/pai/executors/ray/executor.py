@@ -51,7 +51,7 @@ from pai.executors.base import (
 from pai.executors.isolation import HOST
 from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
 from pai.executors.ray.mirror import LogMirror
-from pai.executors.ray.nodes import RayNode, match_nodes
+from pai.executors.ray.nodes import RayNode, match_nodes, unlisted_nodes
 from pai.executors.taskfiles import SupervisorConfig, utc_now
 from pai.executors.usage import Usage
 from pai.runtime.classification import ExitCode
@@ -67,7 +67,7 @@ RECOVER_TIMEOUT = 120.0
 """How long a start waits for the agents of the live nodes (starting one takes a second or two)."""
 DEFAULT_NODE_TIMEOUT = 30.0
 """How long a node's agent may go without the control plane before it stops its tasks."""
-DEFAULT_POLL_TIMEOUT = 2.0
+DEFAULT_POLL_TIMEOUT = 3.0
 """How long an agent may leave a call unanswered before its node is shown unreachable."""
 FENCE_MARGIN = 2.0
 """What the give-up waits beyond an agent's stop: its checks' interval and a signal's way."""
@@ -252,6 +252,7 @@ class RayExecutor:
         self._calls = _Calls()
         self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
         self._next_refresh = 0.0
+        self._unlisted: set[str] = set()  # Ray nodes outside the cluster, named in the log
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -426,7 +427,9 @@ class RayExecutor:
 
     def _refresh_nodes(self) -> None:
         self._next_refresh = time.monotonic() + self._node_refresh_interval
-        matches = match_nodes(self._cluster, ray_nodes())
+        nodes = ray_nodes()
+        self._name_unlisted(nodes)
+        matches = match_nodes(self._cluster, nodes)
         with self._lock:
             for name, match in matches.items():
                 link = self._links[name]
@@ -439,6 +442,20 @@ class RayExecutor:
                 if found is not None and link.ray_node is None:
                     link.ray_node = found
                     self._start_agent(link, found)
+
+    def _name_unlisted(self, nodes: list[RayNode]) -> None:
+        """Say once which Ray node PAI leaves unused because its cluster does not have it."""
+        for node in unlisted_nodes(self._cluster, nodes):
+            if node.node_id not in self._unlisted:
+                self._unlisted.add(node.node_id)
+                log.warning(
+                    "Ray node %s (%s, %s) is not in PAI's cluster, and takes no tasks: add it "
+                    "to the cluster file, or restart PAI without one (`pai up` describes the "
+                    "live Ray nodes again)",
+                    node.name,
+                    node.address,
+                    node.describe(),
+                )
 
     def _node_left(self, link: _Link) -> None:
         """Its tasks are given up by `_watch_contact`, once they have surely stopped: a node
