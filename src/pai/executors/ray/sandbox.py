@@ -25,7 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +64,15 @@ class WorkerSpec:
 class RaySandbox(Sandbox):
     """See the module docstring. `start()` (or `with`) builds it, `close()` takes it down."""
 
-    def __init__(self, root: Path, workers: Sequence[WorkerSpec]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        workers: Sequence[WorkerSpec],
+        head_env: Mapping[str, str] = HEAD_ENV,
+    ) -> None:
+        """`head_env`: Ray's settings for the head (its health check's, by default)."""
         self.root = root
+        self._head_env = dict(head_env)
         self.workers = {worker.name: worker for worker in workers}
         self._tag = f"pai{secrets.token_hex(3)}"
         self._subnet = _free_subnet()
@@ -188,7 +195,7 @@ class RaySandbox(Sandbox):
                     "--num-gpus=0",
                     "--include-dashboard=false",
                 ],
-                env=self._environment(HEAD_ENV),
+                env=self._environment(self._head_env),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
