@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cli.pai_runner import make_pai
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp
+from pai.cluster import cluster_from_file
 from pai.sdk import Client
 from pai.sdk.errors import NotFoundError
 from pai.sdk.job_models import JobDetail
@@ -426,7 +427,7 @@ def reset_platform(sandbox: object, platform: PaiUp) -> Iterator[PaiUp]:
     platform.stop()
     env = {**platform.extra_env, "PAI_RAY_NODE_TIMEOUT": f"{NODE_TIMEOUT:g}"}
     again = PaiUp(sandbox.root / "home-reset", None, env)  # type: ignore[attr-defined]
-    again.start()
+    again.start("--write-cluster", str(again.home.parent / "written.yaml"))
     with again.client() as client:
         wait_until(lambda: alive(client) == set(WORKERS), "both workers alive in the new PAI")
     yield again
@@ -456,6 +457,9 @@ def test_a_reset_store_runs_a_two_role_job_across_both_hosts_at_its_first_attemp
     assert f"client got: hello from {server_ip}" in shown.stdout
     printed = reset_platform.output.read_text()
     assert "Cluster file described from Ray's nodes" in printed and "skuTypes:" in printed
+    written = cluster_from_file(reset_platform.home.parent / "written.yaml")
+    assert {node.name for node in written.nodes} == set(WORKERS)
+    assert len({node.sku_type for node in written.nodes}) == 1
 
 
 HEARTBEAT = """
@@ -501,6 +505,7 @@ def test_a_cut_link_shows_the_node_unreachable_and_the_task_runs_again_without_o
             with httpx.Client(base_url=reset_platform.url) as browser:
                 assert send_login(browser, "admin", ADMIN_PASSWORD).status_code == 303
                 portal = browser.get("/jobs/admin~cut").text
+                portal_cluster = browser.get("/cluster").text
             job = client.wait("cut", timeout=WAIT, poll=0.3)
             # Ray's own notice, for comparison: the node gone from Ray's cluster.
             wait_until(lambda: engine_state(client, worker) == "gone", "Ray's notice")
@@ -536,6 +541,8 @@ def test_a_cut_link_shows_the_node_unreachable_and_the_task_runs_again_without_o
     assert shown.returncode == 0 and "unreachable" in shown.stdout, shown.stderr
     assert "node unreachable since" in " ".join(shown_job.stdout.split()), shown_job.stderr
     assert "node unreachable since" in portal
+    assert 'badge-bad">unreachable<' in portal_cluster
+    assert f"{worker} does not answer" in portal_cluster
     assert noticed < NODE_TIMEOUT
     assert overlap < 0, "the retry started before the cut run had stopped"
     assert job.state == "SUCCEEDED"

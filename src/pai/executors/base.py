@@ -188,6 +188,8 @@ class TaskStatus:
     phase: TaskPhase
     started_at: datetime | None = None
     result: TaskResult | None = None
+    stop_grace_seconds: float | None = None
+    """Its grace period between SIGTERM and SIGKILL, where the executor knows it."""
 
 
 class NodeCondition(StrEnum):

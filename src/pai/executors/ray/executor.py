@@ -555,8 +555,12 @@ class RayExecutor:
                 self._mirror.complete(status.key)
             else:
                 self._mirror.start(status.key)
-                grace = self._config.stop_grace_seconds  # the longest a fence-stop may take
-                self._live[status.key] = _Attempt(status.node, grace, status.started_at)
+                grace = status.stop_grace_seconds
+                self._live[status.key] = _Attempt(
+                    status.node,
+                    self._config.stop_grace_seconds if grace is None else grace,
+                    status.started_at,
+                )
 
     def _resync(self, link: _Link, statuses: tuple[TaskStatus, ...]) -> None:
         """After the agent restarted or the node rejoined: report what changed meanwhile, end
