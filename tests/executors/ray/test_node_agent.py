@@ -191,6 +191,23 @@ def test_without_the_control_plane_for_the_node_timeout_the_tasks_are_stopped(
     assert control.output("k1").startswith(b"ready\ngot SIGTERM\n")
 
 
+def test_an_agent_that_restarts_behind_a_cut_network_stops_the_tasks_it_finds(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    launch(agent, tmp_path, "k1", STUBBORN)
+    control = ControlPlane(agent)
+    control.until(lambda: control.output("k1") == b"ready\n", "the task runs")
+
+    NodeAgent(  # Ray restarts the agent; no control plane reaches the new one
+        "node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=1
+    )
+    result = tmp_path / "nodes" / "node1" / "executor" / "tasks" / "k1" / "result.json"
+    deadline = time.monotonic() + WAIT
+    while not result.exists():
+        assert time.monotonic() < deadline, "the task found by the new agent is stopped"
+        time.sleep(0.05)
+
+
 def test_a_node_below_the_disk_floor_says_so_in_every_report(tmp_path: Path) -> None:
     full = SupervisorConfig(disk_floor=DiskFloor(share=None, size=2**62))  # more than any disk
     agent = NodeAgent(

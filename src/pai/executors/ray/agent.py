@@ -146,6 +146,12 @@ class NodeAgent:
         self._node_timeout = node_timeout
         self._last_contact = time.monotonic()
         self._fenced: set[str] = set()
+        # A restarted agent fences the tasks it finds too, before any control plane recovers it.
+        self._found = {
+            status.key
+            for status in self._executor.recover()
+            if status.phase is not TaskPhase.FINISHED
+        }
         threading.Thread(target=self._fence, name="pai-agent-fence", daemon=True).start()
 
     def info(self) -> AgentInfo:
@@ -240,7 +246,7 @@ class NodeAgent:
             if away <= self._node_timeout:
                 continue
             with self._lock:
-                running = [key for key in self._readers if key not in self._fenced]
+                running = sorted((set(self._readers) | self._found) - self._fenced)
                 self._fenced.update(running)
             for key in running:
                 log.warning(
