@@ -234,7 +234,9 @@ def measure_ray(directory: Path, runs: int) -> list[dict[str, float]]:
         connect(sandbox.address, "pai-bench")
         hosts = cluster({name: sandbox.worker_address(name) for name in names})
         home = directory / "ray-home"
-        executor = RayExecutor(hosts, home / "executor", node_dir=sandbox.root / "nodes")
+        executor = RayExecutor(
+            hosts, home / "executor", node_dir=sandbox.root / "nodes", store_id="bench"
+        )
         try:
             return run(Bench(home, hosts, executor, PortAllocator(probe=None)), runs)
         finally:

@@ -43,6 +43,7 @@ from pai.server.logconfig import configure_logging
 from pai.server.middleware import RequestTimingMiddleware
 from pai.settings import Settings
 from pai.store import Database
+from pai.store.installation import store_id
 
 EXIT_SPEC_FILE = "exit-spec.yaml"
 """An administrator's additions to the exit spec, in `$PAI_HOME`; reloaded when it changes."""
@@ -57,9 +58,11 @@ class Engine:
     close: Callable[[], None]
 
 
-def open_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
+def open_engine(
+    settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource, database: Database
+) -> Engine:
     if settings.engine == "ray":
-        return _ray_engine(settings, cluster, exit_specs)
+        return _ray_engine(settings, cluster, exit_specs, store_id(database))
     local = LocalExecutor(
         settings.home / "executor",
         config=supervisor_config(settings, cluster),
@@ -79,7 +82,9 @@ def supervisor_config(settings: Settings, cluster: ClusterConfig) -> SupervisorC
     )
 
 
-def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource) -> Engine:
+def _ray_engine(
+    settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource, store: str
+) -> Engine:
     try:
         import ray
 
@@ -95,9 +100,11 @@ def _ray_engine(settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpec
         cluster,
         settings.home / "executor" / "ray",
         node_dir=settings.ray_node_dir,
+        store_id=store,
         config=supervisor_config(settings, cluster),
         exit_specs=exit_specs,
         usage_interval=settings.monitor_interval,
+        node_timeout=settings.ray_node_timeout,
     )
     # Ports are on other machines: the task's supervisor checks them when the task starts.
     return Engine(executor, PortAllocator(probe=None), close=executor.close)
@@ -107,7 +114,7 @@ def build_controller(
     settings: Settings, cluster: ClusterConfig, database: Database
 ) -> tuple[Controller, Engine]:
     exit_specs = ExitSpecSource(settings.home / EXIT_SPEC_FILE)
-    engine = open_engine(settings, cluster, exit_specs)
+    engine = open_engine(settings, cluster, exit_specs, database)
     controller = Controller(
         database,
         build_scheduler(

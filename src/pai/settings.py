@@ -96,6 +96,9 @@ class Settings:
     ray_address: str | None = None
     ray_namespace: str = "pai"
     ray_node_dir: Path = DEFAULT_RAY_NODE_DIR
+    ray_node_timeout: float = 30.0
+    """How long a Ray node's agent may go without the control plane before it stops its tasks;
+    the control plane retries them elsewhere once this and their grace period have passed."""
     max_upload_bytes: int = 100 * 1024**3
     monitor_interval: float = 5.0
     monitor_retention_days: int = 7
@@ -171,6 +174,11 @@ class Settings:
                 f"PAI_MONITOR_INTERVAL: must be between 0.1 and 3600 seconds, "
                 f"got {self.monitor_interval:g}"
             )
+        if not 1 <= self.ray_node_timeout <= 3600:
+            raise ConfigurationError(
+                "PAI_RAY_NODE_TIMEOUT: must be between 1 and 3600 seconds, "
+                f"got {self.ray_node_timeout:g}"
+            )
         if not 1 <= self.controller_lease_seconds <= 600:
             raise ConfigurationError(
                 "PAI_CONTROLLER_LEASE_SECONDS: must be between 1 and 600 seconds, "
@@ -210,6 +218,7 @@ class Settings:
             ray_address=env.get("PAI_RAY_ADDRESS") or None,
             ray_namespace=env.get("PAI_RAY_NAMESPACE") or cls.ray_namespace,
             ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
+            ray_node_timeout=_float(env, "PAI_RAY_NODE_TIMEOUT", cls.ray_node_timeout),
             max_upload_bytes=_int(env, "PAI_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
             monitor_interval=_float(env, "PAI_MONITOR_INTERVAL", cls.monitor_interval),
             controller_lease_seconds=_float(

@@ -78,8 +78,9 @@ class PaiUp:
     """`pai up` in its own process, started and killed as an operator would."""
 
     def __init__(
-        self, home: Path, cluster_file: Path, env: Mapping[str, str] | None = None
+        self, home: Path, cluster_file: Path | None, env: Mapping[str, str] | None = None
     ) -> None:
+        """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes)."""
         self.home = home
         self.cluster_file = cluster_file
         self.extra_env = dict(env or {})
@@ -90,8 +91,9 @@ class PaiUp:
 
     def start(self, *options: str) -> None:
         """`pai up` with `options` besides the port and the cluster file."""
+        cluster = ["--cluster", str(self.cluster_file)] if self.cluster_file else []
         self.process = launch(
-            ["up", "--port", str(self.port), "--cluster", str(self.cluster_file), *options],
+            ["up", "--port", str(self.port), *cluster, *options],
             home=self.home,
             port=self.port,
             output=self.output,

@@ -5,6 +5,10 @@ own with its own address (`pai.executors.ray.sandbox`), so a job's tasks run on 
 and talk over a network. Each worker declares two GPUs to Ray (`ray start --num-gpus 2`) that
 the machine lacks: binding a task to GPUs is handing it the indices the scheduler chose, which
 the tasks print. The cluster file also names a third node that never joins Ray.
+
+The module ends with the same Ray cluster met by a new store (a new home and database, no
+cluster file): the node types PAI describes from Ray's nodes, tasks whose keys the old store
+used too, and a worker whose link is cut while it runs a task.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cli.pai_runner import make_pai
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp
+from pai.cluster import cluster_from_file
 from pai.sdk import Client
 from pai.sdk.errors import NotFoundError
 from pai.sdk.job_models import JobDetail
@@ -62,7 +67,7 @@ def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
     from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
 
     root = ray_sandbox_root(requirement, "pai-ray-")
-    cluster = RaySandbox(root, [WorkerSpec(name, cpus=2, gpus=2) for name in WORKERS])
+    cluster = RaySandbox(root, [WorkerSpec(name, cpus=4, gpus=2) for name in WORKERS])
     with cluster:
         yield cluster
 
@@ -116,7 +121,9 @@ def alive(client: Client) -> set[str]:
     return {node.name for node in client.nodes() if node.engine_state == "alive"}
 
 
-def gpu_job(name: str, roles: dict[str, tuple[int, int, str]], *, retries: int = 0) -> str:
+def gpu_job(
+    name: str, roles: dict[str, tuple[int, int, str]], *, retries: int = 0, cpus_per_gpu: int = 1
+) -> str:
     """A job whose roles are (instances, GPUs each, command)."""
     parts = [
         f"protocolVersion: 2\nname: {name}\ntype: job\njobRetryCount: {retries}\n"
@@ -125,7 +132,7 @@ def gpu_job(name: str, roles: dict[str, tuple[int, int, str]], *, retries: int =
     for role, (instances, gpus, command) in roles.items():
         parts.append(
             f"  {role}:\n    instances: {instances}\n    dockerImage: image\n"
-            f"    resourcePerInstance: {{cpu: {gpus}, memoryMB: 256, gpu: {gpus}}}\n"
+            f"    resourcePerInstance: {{cpu: {gpus * cpus_per_gpu}, memoryMB: 256, gpu: {gpus}}}\n"
             f"    commands:\n      - |\n"
             + "".join(f"        {line}\n" for line in command.strip().splitlines())
         )
@@ -359,7 +366,8 @@ def test_logs_are_read_while_running_and_after_the_worker_is_gone(
     worker = node_running(client, "chatty")
 
     sandbox.stop_worker(worker)  # type: ignore[attr-defined]
-    shutil.rmtree(sandbox.root / "nodes" / worker)  # type: ignore[attr-defined]
+    [node_dir] = (sandbox.root / "nodes").glob(f"*/{worker}")  # type: ignore[attr-defined]
+    shutil.rmtree(node_dir)  # the node's directory of this store, with the task's own log
     wait_until(lambda: worker not in alive(client), f"PAI sees {worker} gone")
     log = client.logs("chatty")
     followed = list(client.follow_logs("chatty", tail=None))
@@ -407,3 +415,142 @@ def test_a_killed_control_plane_restarts_and_the_job_finishes_once(
     assert job.state == "SUCCEEDED" and job.job_status.retries == 0
     assert runs.read_text() == "run\n"
     assert "before the crash" in log and "after the crash" in log
+
+
+NODE_TIMEOUT = 6.0
+
+
+@pytest.fixture(scope="module")
+def reset_platform(sandbox: object, platform: PaiUp) -> Iterator[PaiUp]:
+    """PAI with a new store on the same Ray cluster and node directory, without a cluster
+    file: as an administrator who reset the store (or installed PAI again) meets it."""
+    platform.stop()
+    env = {**platform.extra_env, "PAI_RAY_NODE_TIMEOUT": f"{NODE_TIMEOUT:g}"}
+    again = PaiUp(sandbox.root / "home-reset", None, env)  # type: ignore[attr-defined]
+    again.start("--write-cluster", str(again.home.parent / "written.yaml"))
+    with again.client() as client:
+        wait_until(lambda: alive(client) == set(WORKERS), "both workers alive in the new PAI")
+    yield again
+    again.stop()
+
+
+def test_a_reset_store_runs_a_two_role_job_across_both_hosts_at_its_first_attempt(
+    sandbox: object, reset_platform: PaiUp, tmp_path: Path
+) -> None:
+    with reset_platform.client() as client:
+        # Ray measured the two workers' memory apart; they are still one node type.
+        assert len({node.sku_type for node in client.nodes()}) == 1
+        # The old store's first job was `talk` too: its task keys were this job's keys.
+        job = gpu_job("talk", {"server": (1, 2, SERVER), "client": (1, 2, CLIENT)}, cpus_per_gpu=2)
+        client.submit(job)
+        done = client.wait("talk", timeout=WAIT, poll=0.3)
+        server_log = client.logs("talk", role="server")
+
+    assert done.state == "SUCCEEDED", server_log
+    assert (done.job_status.retries, done.job_status.attempt_id) == (0, 0)
+    hosts = task_hosts(done)
+    assert set(hosts.values()) == {sandbox.worker_address(name) for name in WORKERS}  # type: ignore[attr-defined]
+    server_ip, client_ip = hosts[("server", 0)], hosts[("client", 0)]
+    assert f"server {server_ip} heard {client_ip} from {client_ip}" in server_log
+    shown = reset_platform.admin_cli(tmp_path).run("logs", "talk", "--role", "client")
+    assert shown.returncode == 0, shown.stderr
+    assert f"client got: hello from {server_ip}" in shown.stdout
+    printed = reset_platform.output.read_text()
+    assert "Cluster file described from Ray's nodes" in printed and "skuTypes:" in printed
+    written = cluster_from_file(reset_platform.home.parent / "written.yaml")
+    assert {node.name for node in written.nodes} == set(WORKERS)
+    assert len({node.sku_type for node in written.nodes}) == 1
+
+
+HEARTBEAT = """
+python3 - <<'EOF'
+import os, pathlib, time
+runs = pathlib.Path("{runs}")
+first = not (runs / "started").exists()
+(runs / "started").touch()
+beats = runs / f"run-{{time.time()}}-{{os.environ['PAI_CONTAINER_HOST_IP']}}"
+until = time.time() + (120 if first else 1)
+while time.time() < until:
+    with open(beats, "a") as out:
+        out.write(f"{{time.time()}}\\n")
+    time.sleep(0.1)
+EOF
+"""
+
+
+def test_a_cut_link_shows_the_node_unreachable_and_the_task_runs_again_without_overlap(
+    sandbox: object, reset_platform: PaiUp, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with reset_platform.client() as client:
+        client.submit(gpu_job("cut", {"main": (1, 2, HEARTBEAT.format(runs=runs))}))
+        wait_until(lambda: len(list(runs.glob("run-*"))) == 1, "the task beats")
+        worker = node_running(client, "cut")
+        cut_at = time.time()
+        sandbox.cut(worker)  # type: ignore[attr-defined]
+        try:
+            wait_until(
+                lambda: engine_state(client, worker) == "unreachable", f"{worker} unreachable"
+            )
+            noticed = time.time() - cut_at
+            node = next(node for node in client.nodes() if node.name == worker)
+            [(_, task)] = client.job("cut").tasks()
+            kubernetes = httpx.get(
+                f"{reset_platform.url}/api/v2/kubernetes/nodes",
+                headers={"Authorization": f"Bearer {client.token}"},
+            ).json()
+            shown = reset_platform.admin_cli(tmp_path).run("cluster")
+            shown_job = reset_platform.admin_cli(tmp_path).run("job", "cut")
+            with httpx.Client(base_url=reset_platform.url) as browser:
+                assert send_login(browser, "admin", ADMIN_PASSWORD).status_code == 303
+                portal = browser.get("/jobs/admin~cut").text
+                portal_cluster = browser.get("/cluster").text
+            job = client.wait("cut", timeout=WAIT, poll=0.3)
+            # Ray's own notice, for comparison: the node gone from Ray's cluster.
+            wait_until(lambda: engine_state(client, worker) == "gone", "Ray's notice")
+            ray_noticed = time.time() - cut_at
+        finally:
+            sandbox.reconnect(worker)  # type: ignore[attr-defined]
+        # Declared dead, the worker's raylet ends once it hears so: the machine starts Ray again.
+        sandbox.stop_worker(worker)  # type: ignore[attr-defined]
+        restore(sandbox, client, worker)
+        attempts = client.job_attempts("cut")
+
+    cut_run, retry_run = (
+        beats.read_text().split() for beats in sorted(runs.glob("run-*"), key=lambda p: p.name)
+    )
+    stopped = float(cut_run[-1]) - cut_at
+    retried = float(retry_run[0]) - cut_at
+    overlap = float(cut_run[-1]) - float(retry_run[0])
+    print(
+        f"\ncut link: shown unreachable after {noticed:.1f} s, the cut run's last beat at "
+        f"{stopped:.1f} s, the retry's first at {retried:.1f} s, overlap {overlap:.1f} s, "
+        f"Ray's notice at {ray_noticed:.1f} s (PAI_RAY_NODE_TIMEOUT={NODE_TIMEOUT:g}, grace "
+        f"10 s; Ray's health check: period 1 s, threshold 3, timeout 10 s)"
+    )
+    assert node.engine_message.startswith("unreachable since ")
+    assert task.node_problem is not None and task.node_problem.startswith("unreachable since")
+    [ready] = next(
+        item["status"]["conditions"]
+        for item in kubernetes["items"]
+        if item["metadata"]["name"] == worker
+    )
+    assert (ready["status"], ready["reason"]) == ("False", "NodeUnreachable")
+    assert ready["message"].startswith("unreachable since ")
+    assert shown.returncode == 0 and "unreachable" in shown.stdout, shown.stderr
+    assert "node unreachable since" in " ".join(shown_job.stdout.split()), shown_job.stderr
+    assert "node unreachable since" in portal
+    assert 'badge-bad">unreachable<' in portal_cluster
+    assert f"{worker} does not answer" in portal_cluster
+    assert noticed < NODE_TIMEOUT
+    assert overlap < 0, "the retry started before the cut run had stopped"
+    assert job.state == "SUCCEEDED"
+    assert (job.job_status.retries, job.job_status.retry_details.platform) == (1, 1)
+    lost = next(attempt for attempt in attempts if attempt.job_status.attempt_id == 0)
+    assert lost.job_status.app_exit_code == -1001
+    assert "unreachable since" in (lost.job_status.app_exit_diagnostics or "")
+
+
+def engine_state(client: Client, name: str) -> str:
+    return next(node.engine_state for node in client.nodes() if node.name == name)

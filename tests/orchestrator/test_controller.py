@@ -53,7 +53,7 @@ class Platform:
 
     def _controller(self) -> Controller:
         settings = Settings(self.home, self.database_url, isolation="host", task_user="")
-        engine = open_engine(settings, self.cluster, ExitSpecSource())
+        engine = open_engine(settings, self.cluster, ExitSpecSource(), self.database)
         return Controller(
             self.database,
             Scheduler(self.cluster),

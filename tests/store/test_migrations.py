@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -12,6 +13,7 @@ from sqlalchemy import inspect
 
 from pai.store import Base, Database, head_revision
 from pai.store.database import alembic_config
+from pai.store.installation import store_id
 
 
 def upgrade(database: Database) -> None:
@@ -31,7 +33,7 @@ def test_an_empty_database_is_upgraded_to_exactly_the_models(pai_database_url: s
     try:
         assert database.current_revision() is None
         upgrade(database)
-        assert database.current_revision() == head_revision() == "0011_submission_ids"
+        assert database.current_revision() == head_revision() == "0012_store_identity"
         assert schema_differences(database) == []
     finally:
         database.dispose()
@@ -74,3 +76,21 @@ def test_the_migration_chain_is_linear_and_named_by_number() -> None:
     for revision in revisions:
         assert re.fullmatch(r"\d{4}_[a-z_]+", revision.revision), revision.revision
         assert revision.path is not None and revision.path.endswith(f"{revision.revision}.py")
+
+
+def test_each_store_gets_an_identity_of_its_own_that_upgrades_keep(
+    pai_database_url: str, tmp_path: Path
+) -> None:
+    first = Database(pai_database_url)
+    other = Database(f"sqlite:///{tmp_path}/other.db")
+    try:
+        upgrade(first)
+        upgrade(other)
+        mine = store_id(first)
+        upgrade(first)
+        assert store_id(first) == mine
+        assert re.fullmatch(r"[0-9a-f]{12}", mine)
+        assert store_id(other) != mine
+    finally:
+        first.dispose()
+        other.dispose()

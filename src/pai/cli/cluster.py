@@ -101,7 +101,13 @@ def shared_table(nodes: Sequence[Node]) -> Table:
     return result
 
 
-STATE_STYLES = {"alive": "green", "gone": "bold red", "bad": "bold yellow", "cordoned": "yellow"}
+STATE_STYLES = {
+    "alive": "green",
+    "gone": "bold red",
+    "unreachable": "bold red",
+    "bad": "bold yellow",
+    "cordoned": "yellow",
+}
 
 
 def node_state(node: Node) -> Text:

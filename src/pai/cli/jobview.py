@@ -91,6 +91,8 @@ def _add_task(branch: Tree, task: TaskStatus, job_exit_code: int | None) -> None
         line.append(f"  in a container of {task.docker_image}", style="dim")
     if task.preparing and task.task_state == "WAITING":
         line.append(f"  {task.preparing}", style="yellow")
+    if task.node_problem:
+        line.append(f"  node {task.node_problem}", style="bold red")
     node = branch.add(line)
     if task.container_exit_code is not None and task.task_state not in ("WAITING", "RUNNING"):
         _add_exit(

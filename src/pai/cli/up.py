@@ -24,7 +24,12 @@ from pai.cluster.model import ClusterConfig
 from pai.diskfloor import room
 from pai.errors import ConfigurationError
 from pai.executors.isolation import IsolationError, resolve
-from pai.executors.ray.nodes import RayNode, cluster_from_ray, match_nodes
+from pai.executors.ray.nodes import (
+    RayNode,
+    cluster_from_ray,
+    cluster_yaml_from_ray,
+    match_nodes,
+)
 from pai.platform import ControllerRole, create_platform_app
 from pai.server import build_server, settle_heap
 from pai.server.logconfig import configure_logging
@@ -62,6 +67,14 @@ def up(
         str | None,
         typer.Option(help="The Ray cluster's head, HOST:PORT. Default: $PAI_RAY_ADDRESS."),
     ] = None,
+    write_cluster: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --engine ray: write the cluster file that describes Ray's live nodes "
+            "here, to start a cluster file of your own from (`pai up` also prints it when it "
+            "runs without one)."
+        ),
+    ] = None,
     api_workers: Annotated[
         int,
         typer.Option(
@@ -79,6 +92,10 @@ def up(
     settings, chosen, ray_nodes = prepare_controller(
         home, host, port, cluster, engine=engine, ray_address=ray_address
     )
+    # Without a cluster file given or kept, the cluster is Ray's nodes (`choose_cluster`).
+    derived = cluster is None and not (settings.home / CLUSTER_FILE).exists()
+    if write_cluster is not None:
+        write_ray_cluster(write_cluster, ray_nodes)
     # With API workers, they take --port and the controller serves on a loopback port of its
     # own, where the workers reach it for task logs and wake it up after a submission.
     controller_port = free_loopback_port() if api_workers else port
@@ -99,12 +116,28 @@ def up(
             raise typer.Exit(1) from None
         _announce(host, port, settings, chosen, log_path)
         if ray_nodes is not None:
+            if derived:
+                console.print("Cluster file described from Ray's nodes (--write-cluster FILE):")
+                console.print(cluster_yaml_from_ray(ray_nodes), markup=False, highlight=False)
             console.print(ray_nodes_table(chosen, ray_nodes))
         if api_workers:
             running.enter_context(api_worker_processes(settings, host, port, api_workers))
         settle_heap()
         build_server(app, host=controller_host, port=controller_port).run()
     console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
+
+
+def write_ray_cluster(path: Path, ray_nodes: list[RayNode] | None) -> None:
+    """`--write-cluster`: the cluster file of Ray's live nodes, written to `path`."""
+    if ray_nodes is None:
+        console.print("[red]error:[/red] --write-cluster describes a Ray cluster: add --engine ray")
+        raise typer.Exit(1)
+    try:
+        path.write_text(cluster_yaml_from_ray(ray_nodes), encoding="utf-8")
+    except (OSError, ValueError) as problem:
+        console.print(f"[red]error:[/red] --write-cluster {path}: {problem}")
+        raise typer.Exit(1) from None
+    console.print(f"Wrote the cluster file of Ray's nodes to {path}")
 
 
 def free_loopback_port() -> int:

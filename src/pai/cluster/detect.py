@@ -13,6 +13,7 @@ import socket
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -60,7 +61,13 @@ class Machine:
 
 
 def cluster_for_machines(machines: Sequence[Machine], *, source: str) -> ClusterConfig:
-    """The machines as a cluster whose one VC `default` owns every node.
+    """The machines as a cluster whose one VC `default` owns every node (see
+    `cluster_document`)."""
+    return load_cluster(cluster_document(machines), source=source)
+
+
+def cluster_document(machines: Sequence[Machine]) -> dict[str, Any]:
+    """The cluster file, as data, of the machines with one VC `default` owning every node.
 
     Each distinct node shape (its leaf cell and how many it has) becomes one node-level cell
     type. A leaf cell is a GPU with its share of the node's CPUs and memory, or, on a machine
@@ -70,38 +77,35 @@ def cluster_for_machines(machines: Sequence[Machine], *, source: str) -> Cluster
     sku_names = _sku_names(sorted({sku for sku, _ in shapes.values()}))
     node_types = _node_type_names(sorted(set(shapes.values())), sku_names)
     counts = Counter(node_types[shape] for shape in shapes.values())
-    return load_cluster(
-        {
-            "physicalCluster": {
-                "skuTypes": {name: dict(sku.spec) for sku, name in sku_names.items()},
-                "cellTypes": {
-                    name: {
-                        "childCellType": sku_names[sku],
-                        "childCellNumber": leaves,
-                        "isNodeLevel": True,
-                    }
-                    for (sku, leaves), name in node_types.items()
-                },
-                "physicalCells": [
-                    {
-                        "cellType": node_types[shapes[machine.name]],
-                        "cellAddress": machine.name,
-                        "nodeAddress": machine.address,
-                    }
-                    for machine in machines
-                ],
-            },
-            "virtualClusters": {
-                DEFAULT_VC: {
-                    "virtualCells": [
-                        {"cellType": name, "cellNumber": number}
-                        for name, number in sorted(counts.items())
-                    ]
+    return {
+        "physicalCluster": {
+            "skuTypes": {name: dict(sku.spec) for sku, name in sku_names.items()},
+            "cellTypes": {
+                name: {
+                    "childCellType": sku_names[sku],
+                    "childCellNumber": leaves,
+                    "isNodeLevel": True,
                 }
+                for (sku, leaves), name in node_types.items()
             },
+            "physicalCells": [
+                {
+                    "cellType": node_types[shapes[machine.name]],
+                    "cellAddress": machine.name,
+                    "nodeAddress": machine.address,
+                }
+                for machine in machines
+            ],
         },
-        source=source,
-    )
+        "virtualClusters": {
+            DEFAULT_VC: {
+                "virtualCells": [
+                    {"cellType": name, "cellNumber": number}
+                    for name, number in sorted(counts.items())
+                ]
+            }
+        },
+    }
 
 
 @dataclass(frozen=True, order=True)

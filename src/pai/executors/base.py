@@ -97,6 +97,9 @@ class KillReason(Enum):
     ATTEMPT_COMPLETED = ExitCode.FRAMEWORK_ATTEMPT_COMPLETION
     SCALED_DOWN = ExitCode.DELETE_TASK_REQUESTED
     PREEMPTED = ExitCode.POD_EXTERNAL_DELETED
+    FENCED = ExitCode.POD_NODE_LOST
+    """Not the controller: a node's agent that lost the control plane for longer than the node
+    timeout stops the node's tasks, which the control plane has given up as lost."""
 
     @property
     def exit_code(self) -> int:
@@ -185,6 +188,8 @@ class TaskStatus:
     phase: TaskPhase
     started_at: datetime | None = None
     result: TaskResult | None = None
+    stop_grace_seconds: float | None = None
+    """Its grace period between SIGTERM and SIGKILL, where the executor knows it."""
 
 
 class NodeCondition(StrEnum):
@@ -192,6 +197,7 @@ class NodeCondition(StrEnum):
 
     ALIVE = "alive"  # the engine has the node, as large as the cluster file says
     GONE = "gone"  # the engine does not have it: never joined, stopped, crashed or unreachable
+    UNREACHABLE = "unreachable"  # the engine has it, but PAI's calls to it go unanswered
     BAD = "bad"  # the engine has it, but it cannot take PAI's tasks (smaller than declared, ...)
     CORDONED = "cordoned"  # an administrator, or an alert, took it out of scheduling
 

@@ -512,4 +512,5 @@ def _status(
         phase=phase,
         started_at=started.started_at if started else (result.started_at if result else None),
         result=result,
+        stop_grace_seconds=record.config.stop_grace_seconds,
     )

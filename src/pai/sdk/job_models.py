@@ -126,6 +126,8 @@ class TaskStatus(ApiModel):
     container_exit_code: int | None = None
     container_exit_spec: ExitSpec | None = None
     container_exit_diagnostics: str | None = None
+    node_problem: str | None = None
+    """While the task runs: what is wrong with its node ("unreachable since ..."), if anything."""
     retries: int = 0
     accountable_retries: int = 0
     created_time: int | None = None

@@ -164,6 +164,12 @@ class TaskStatusInfo(BaseModel):
         description="PAI: what the task's node does before its command starts, such as "
         '"pulling image X: 12.0 of 104.3 MiB"; null once it runs.',
     )
+    nodeProblem: str | None = Field(
+        default=None,
+        description="PAI: while the task is placed and not over, what is wrong with its node "
+        '("unreachable since 2024-05-01T10:00:00+00:00: ...", gone, out of disk); null '
+        "while the node is fine.",
+    )
 
 
 class TaskRoleName(BaseModel):

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pai.errors import NoJobError
+from pai.executors.base import NodeCondition, NodeState
 from pai.orchestrator import framework as fw
 from pai.protocol.taskrole import GPU_MILLI
 from pai.runtime.exitspec import ExitSpec
@@ -256,10 +257,19 @@ def _event(
 class JobView:
     """One job row, rendered attempt by attempt."""
 
-    def __init__(self, row: JobRow, exit_spec: ExitSpec, log_url: LogUrl) -> None:
+    def __init__(
+        self,
+        row: JobRow,
+        exit_spec: ExitSpec,
+        log_url: LogUrl,
+        node_states: Mapping[str, NodeState] | None = None,
+    ) -> None:
+        """`node_states`: the engine's word on nodes that are not fine, shown with the tasks
+        that run on them."""
         self.row = row
         self._exit_spec = exit_spec
         self._log_url = log_url
+        self._node_states = node_states or {}
         self._explained: dict[int, ExitSpecInfo] = {}
 
     def detail(self, attempt: fw.JobAttempt) -> JobDetail:
@@ -439,7 +449,18 @@ class JobView:
             dockerImage=where.get("dockerImage") if where else None,
             isolation=where.get("isolation") if where else None,
             preparing=where.get("preparing") if where else None,
+            nodeProblem=self._node_problem(where, completion),
         )
+
+    def _node_problem(
+        self, where: Mapping[str, Any] | None, completion: object | None
+    ) -> str | None:
+        if where is None or completion is not None:
+            return None
+        state = self._node_states.get(str(where["node"]))
+        if state is None or state.condition is NodeCondition.ALIVE:
+            return None
+        return state.message or state.condition.value
 
     def _task_attempt_info(
         self, attempt: fw.JobAttempt, task: fw.Task, task_attempt: fw.TaskAttempt

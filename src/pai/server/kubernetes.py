@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pai.cluster.model import ClusterConfig
+from pai.executors.base import NodeCondition as EngineCondition
+from pai.executors.base import NodeState
 from pai.orchestrator import framework as fw
 from pai.scheduler.types import ClusterSnapshot, NodeSnapshot
 from pai.server.jobviews import debug_id, job_attempt, pod_uid
@@ -129,9 +131,19 @@ class PodList(BaseModel):
     items: list[Pod]
 
 
-def node_list(cluster: ClusterConfig, snapshot: ClusterSnapshot) -> NodeList:
-    """Every node of the cluster file, with what its leaf cells hold in all."""
-    return NodeList(items=[_node(cluster, node) for node in snapshot.nodes])
+def node_list(
+    cluster: ClusterConfig, snapshot: ClusterSnapshot, engine: Mapping[str, NodeState]
+) -> NodeList:
+    """Every node of the cluster file, with what its leaf cells hold in all and, when it is
+    not ready, why (the engine's word on it: gone, unreachable since ..., out of disk)."""
+    return NodeList(items=[_node(cluster, node, engine.get(node.name)) for node in snapshot.nodes])
+
+
+def _not_ready_reason(engine: NodeState | None) -> str:
+    """`NodeUnreachable`, `NodeGone`, ...: the engine's condition, as Kubernetes spells one."""
+    if engine is None or engine.condition is EngineCondition.ALIVE:
+        return "NodeUnhealthy"
+    return f"Node{engine.condition.value.capitalize()}"
 
 
 def pod_list(jobs: Iterable[JobRow], namespace: str | None = None) -> PodList:
@@ -141,7 +153,7 @@ def pod_list(jobs: Iterable[JobRow], namespace: str | None = None) -> PodList:
     return PodList(items=[pod for job in jobs for pod in _pods(job)])
 
 
-def _node(cluster: ClusterConfig, node: NodeSnapshot) -> Node:
+def _node(cluster: ClusterConfig, node: NodeSnapshot, engine: NodeState | None) -> Node:
     sku = cluster.sku_types[node.sku_type]
     capacity = _quantities(
         cpu=sku.cpu * node.total_leaves,
@@ -151,8 +163,12 @@ def _node(cluster: ClusterConfig, node: NodeSnapshot) -> Node:
     ready = NodeCondition(
         type="Ready",
         status="True" if node.healthy else "False",
-        reason="KubeletReady" if node.healthy else "NodeUnhealthy",
-        message="the node is healthy" if node.healthy else "the scheduler marked the node bad",
+        reason="KubeletReady" if node.healthy else _not_ready_reason(engine),
+        message=(
+            "the node is healthy"
+            if node.healthy
+            else (engine.message if engine and engine.message else "the scheduler marked it bad")
+        ),
     )
     return Node(
         metadata=ObjectMeta(

@@ -383,3 +383,15 @@ class RateWindow(Base):
     window: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     """The window's start, in periods since the epoch."""
     count: Mapped[int] = mapped_column()
+
+
+class StoreIdentity(Base):
+    """One row naming this store: a random id made once, by the migration that created the
+    table (0012). What PAI leaves outside the database (a Ray node's task directories, its
+    agents' names) carries it, so that another installation, or this one after its store was
+    reset, never mistakes that state for its own."""
+
+    __tablename__ = "store_identity"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    store_id: Mapped[str] = mapped_column(String(32))

@@ -2,7 +2,9 @@
 
 What the control plane relies on: output arrives in order, before the event that ends its task;
 a reply that was not acknowledged is sent again unchanged; and after a reconnection the output
-resumes where the control plane's copy ends, with nothing repeated or lost.
+resumes where the control plane's copy ends, with nothing repeated or lost. And what keeps a
+retry elsewhere from overlapping a run behind a cut network: an agent without the control plane
+for its node timeout stops its tasks.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pai.executors.base import LogStream, TaskEvent, TaskEventKind, TaskLaunch, TaskPhase
+from pai.diskfloor import DiskFloor
+from pai.executors.base import (
+    KillReason,
+    LogStream,
+    TaskEvent,
+    TaskEventKind,
+    TaskLaunch,
+    TaskPhase,
+)
 from pai.executors.local import kill_processes_under
 from pai.executors.ray.agent import LogChunk, NodeAgent
 from pai.executors.taskfiles import SupervisorConfig
@@ -24,7 +34,9 @@ WAIT = 30.0
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[NodeAgent]:
-    yield NodeAgent("node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600)
+    yield NodeAgent(
+        "node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=3600
+    )
     kill_processes_under(tmp_path)
 
 
@@ -140,3 +152,72 @@ def test_a_reconnecting_control_plane_resumes_where_its_copy_ends(
     assert second.output("k1") == b"after\n"
     rest_of_k2 = [chunk for chunk in recovery.chunks if chunk.stream is LogStream.STDOUT]
     assert [(chunk.key, chunk.data) for chunk in rest_of_k2] == [("k2", b"all of it\n")]
+
+
+STUBBORN = "trap 'echo got SIGTERM; sleep 60' TERM\necho ready\nwhile true; do sleep 0.1; done"
+
+
+def test_without_the_control_plane_for_the_node_timeout_the_tasks_are_stopped(
+    tmp_path: Path,
+) -> None:
+    fenced = NodeAgent(
+        "node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=1.5
+    )
+    try:
+        launch(fenced, tmp_path, "k1", STUBBORN)
+        control = ControlPlane(fenced)
+        control.until(lambda: control.output("k1") == b"ready\n", "the task runs")
+        for _ in range(30):  # polled: no fence, however long that lasts
+            control.poll()
+            time.sleep(0.1)
+        assert not control.finished("k1")
+
+        result = tmp_path / "nodes" / "node1" / "executor" / "tasks" / "k1" / "result.json"
+        cut = time.monotonic()
+        deadline = cut + WAIT
+        while not result.exists():  # nobody polls: as behind a cut network
+            assert time.monotonic() < deadline, "the fenced task ends"
+            time.sleep(0.05)
+        stopped_after = time.monotonic() - cut
+        control.until(lambda: control.finished("k1"), "its end is reported once polled again")
+    finally:
+        kill_processes_under(tmp_path)
+
+    # SIGTERM after the timeout, SIGKILL after the grace period (1 s): well before 1.5 + 1 + 2.
+    assert 1.5 <= stopped_after < 4.5
+    [ended] = [item for item in control.items if isinstance(item, TaskEvent) and item.result]
+    assert ended.result is not None
+    assert ended.result.classification.code == KillReason.FENCED.exit_code == -1001
+    assert control.output("k1").startswith(b"ready\ngot SIGTERM\n")
+
+
+def test_an_agent_that_restarts_behind_a_cut_network_stops_the_tasks_it_finds(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    launch(agent, tmp_path, "k1", STUBBORN)
+    control = ControlPlane(agent)
+    control.until(lambda: control.output("k1") == b"ready\n", "the task runs")
+
+    NodeAgent(  # Ray restarts the agent; no control plane reaches the new one
+        "node1", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=1
+    )
+    result = tmp_path / "nodes" / "node1" / "executor" / "tasks" / "k1" / "result.json"
+    deadline = time.monotonic() + WAIT
+    while not result.exists():
+        assert time.monotonic() < deadline, "the task found by the new agent is stopped"
+        time.sleep(0.05)
+
+
+def test_a_node_below_the_disk_floor_says_so_in_every_report(tmp_path: Path) -> None:
+    full = SupervisorConfig(disk_floor=DiskFloor(share=None, size=2**62))  # more than any disk
+    agent = NodeAgent(
+        "node1", str(tmp_path / "nodes"), full.to_dict(), usage_interval=3600, node_timeout=3600
+    )
+
+    problem = agent.poll(0).disk_problem
+
+    assert problem is not None and problem.startswith("node out of disk space")
+    roomy = NodeAgent(
+        "node2", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=3600
+    )
+    assert roomy.poll(0).disk_problem is None

@@ -12,11 +12,20 @@ is dropped only once the next poll acknowledges it, so a reply lost on the way i
 nothing is lost or applied twice. New output is read only when everything before it was
 acknowledged, so an agent that nobody polls holds no more than one reply's worth. This module
 does not import Ray: the control plane turns the class into an actor (see `.executor`).
+
+Fencing: the agent notes when the control plane last reached it. Once that is longer ago than
+the node timeout (a cut network, or a control plane down that long), it stops its tasks as a
+stop request would (SIGTERM, the task's grace period, SIGKILL): the control plane gives them up
+only after that timeout and the grace period have passed, so a retry elsewhere never runs beside
+a run that goes on behind a cut network. Its state lives under a directory of the store it
+serves (`<node dir>/<store id>/<node>`), so another store's tasks are never its own.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -39,7 +48,11 @@ from pai.executors.taskfiles import ProcessIdentity, SupervisorConfig
 from pai.executors.usage import Usage
 from pai.runtime.exitspec import ExitSpecSource
 
+log = logging.getLogger(__name__)
+
 EXIT_SPEC_FILE = "exit-spec.yaml"
+FENCE_CHECK_INTERVAL = 0.5
+"""How often the agent looks whether the control plane has been away too long."""
 MIB = 1024 * 1024
 LIVE_READ_BYTES = MIB
 """How much of one running task's stream one poll reads: a task that writes faster than this
@@ -84,6 +97,8 @@ class Report:
     usage: Usage | None = None
     """What the node and its tasks used, when a sample was due (not numbered: a lost one is
     not worth sending again)."""
+    disk_problem: str | None = None
+    """Why no task may start on the node for lack of disk space (None while there is room)."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +114,15 @@ class NodeAgent:
     """Runs one node's tasks; every method is called by the control plane through Ray."""
 
     def __init__(
-        self, node: str, node_dir: str, supervisor: dict[str, Any], usage_interval: float
+        self,
+        node: str,
+        node_dir: str,
+        supervisor: dict[str, Any],
+        usage_interval: float,
+        node_timeout: float,
     ) -> None:
+        """`node_dir`: this store's directory on the node (`<node dir>/<store id>`);
+        `node_timeout`: how long without the control plane before the tasks are stopped."""
         self._root = Path(node_dir).expanduser() / node
         self._node = node
         self._exit_spec_path = self._root / EXIT_SPEC_FILE
@@ -119,8 +141,21 @@ class NodeAgent:
         self._outbox: list[tuple[int, Item]] = []
         self._last_number = 0
         self._readers: dict[str, dict[LogStream, LogReader]] = {}
+        # The fence runs in a thread of its own while Ray calls the methods: both take the lock.
+        self._lock = threading.Lock()
+        self._node_timeout = node_timeout
+        self._last_contact = time.monotonic()
+        self._fenced: set[str] = set()
+        # A restarted agent fences the tasks it finds too, before any control plane recovers it.
+        self._found = {
+            status.key
+            for status in self._executor.recover()
+            if status.phase is not TaskPhase.FINISHED
+        }
+        threading.Thread(target=self._fence, name="pai-agent-fence", daemon=True).start()
 
     def info(self) -> AgentInfo:
+        self._reached()
         isolation = self._executor.node_isolation
         return AgentInfo(
             self._node,
@@ -141,14 +176,22 @@ class NodeAgent:
         os.replace(temporary, self._exit_spec_path)
 
     def launch(self, task: TaskLaunch) -> None:
-        self._executor.launch(task)
-        self._follow(task.key, {})
+        with self._lock:
+            self._reached()
+            self._executor.launch(task)
+            self._follow(task.key, {})
 
     def kill(self, key: str, reason: KillReason) -> None:
+        self._reached()
         self._executor.kill(key, reason)
 
     def poll(self, ack: int) -> Report:
         """What happened since the last acknowledged reply (`ack`: its last number)."""
+        with self._lock:
+            self._reached()
+            return self._report(ack)
+
+    def _report(self, ack: int) -> Report:
         self._outbox = [(number, item) for number, item in self._outbox if number > ack]
         if not self._outbox:
             self._gather()
@@ -163,12 +206,17 @@ class NodeAgent:
         if time.monotonic() >= self._next_usage:
             self._next_usage = time.monotonic() + self._usage_interval
             usage = self._executor.usage()
-        return Report(self._incarnation, tuple(reply), usage)
+        return Report(self._incarnation, tuple(reply), usage, self._executor.disk_problem())
 
     def recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
         """Start over with a control plane that (re)connects: every task attempt of the node,
         and the output of each attempt in `resume` from where the control plane's copy ends
         (bytes into each stream's current segment, None when that copy has rotated)."""
+        with self._lock:
+            self._reached()
+            return self._recover(resume)
+
+    def _recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
         self._outbox.clear()
         for readers in self._readers.values():
             for reader in readers.values():
@@ -185,6 +233,34 @@ class NodeAgent:
         return Recovery(statuses, tuple(chunks))
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _reached(self) -> None:
+        self._last_contact = time.monotonic()
+        self._fenced.clear()
+
+    def _fence(self) -> None:
+        """Stop the node's tasks once the control plane has been away for the node timeout."""
+        while True:
+            time.sleep(FENCE_CHECK_INTERVAL)
+            away = time.monotonic() - self._last_contact
+            if away <= self._node_timeout:
+                continue
+            with self._lock:
+                running = sorted((set(self._readers) | self._found) - self._fenced)
+                self._fenced.update(running)
+            for key in running:
+                log.warning(
+                    "node %s: no word from PAI's control plane for %.1f s (more than the node "
+                    "timeout, %g s): stopping task %s, which PAI retries elsewhere",
+                    self._node,
+                    away,
+                    self._node_timeout,
+                    key,
+                )
+                try:
+                    self._executor.kill(key, KillReason.FENCED)
+                except Exception:  # one task's trouble must not keep the others running
+                    log.exception("node %s: stopping task %s failed", self._node, key)
 
     def _follow(self, key: str, starts: dict[str, int | None]) -> None:
         readers = {}

@@ -2,12 +2,19 @@
 
 It keeps one link per node of the cluster file. A node is usable once Ray has a live node with
 its address (or name), as large as the cluster file says, and PAI's agent runs on it: a detached
-actor named after the node and its Ray node id, pinned there with hard node affinity. Launches
-and stops go to the agent at once (Ray runs one caller's calls to an actor in order); a
+actor named after the store, the node and its Ray node id, pinned there with hard node affinity.
+Launches and stops go to the agent at once (Ray runs one caller's calls to an actor in order); a
 background thread polls every agent for its tasks' events and output, keeps a copy of every log
-(`LogMirror`), and watches Ray's node list. A node that leaves Ray ends its tasks with the
-retryable code of a lost node, and is usable again when it rejoins. After a control-plane
-restart `recover()` finds the agents by name and resumes from what they report.
+(`LogMirror`), and watches Ray's node list. After a control-plane restart `recover()` finds the
+agents by name and resumes from what they report.
+
+Losing a node. An agent that leaves a call unanswered for `poll_timeout` makes its node
+"unreachable since" its last answer, at once, long before Ray notices a cut network. Its tasks
+are given up (ended with the retryable code of a lost node, so the controller retries them
+elsewhere) only once the node timeout and the task's grace period have passed since that last
+answer, whether Ray has declared the node dead meanwhile or not: by then the agent, which has
+not heard from the control plane for as long, has stopped them (see `.agent`), so two runs of a
+task never overlap. A node is usable again when its agent answers, or when it rejoins Ray.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from pai.executors.base import (
 from pai.executors.isolation import HOST
 from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
 from pai.executors.ray.mirror import LogMirror
-from pai.executors.ray.nodes import RayNode, match_nodes
+from pai.executors.ray.nodes import RayNode, match_nodes, unlisted_nodes
 from pai.executors.taskfiles import SupervisorConfig, utc_now
 from pai.executors.usage import Usage
 from pai.runtime.classification import ExitCode
@@ -58,6 +65,12 @@ USAGE_KEPT = 1000
 """Usage reports kept for the monitor at most (older ones are dropped if nobody asks)."""
 RECOVER_TIMEOUT = 120.0
 """How long a start waits for the agents of the live nodes (starting one takes a second or two)."""
+DEFAULT_NODE_TIMEOUT = 30.0
+"""How long a node's agent may go without the control plane before it stops its tasks."""
+DEFAULT_POLL_TIMEOUT = 3.0
+"""How long an agent may leave a call unanswered before its node is shown unreachable."""
+FENCE_MARGIN = 2.0
+"""What the give-up waits beyond an agent's stop: its checks' interval and a signal's way."""
 
 _AgentActor = ray.remote(NodeAgent)
 
@@ -93,6 +106,8 @@ class _Attempt:
     """A task attempt that runs (or is being started) on a node, as far as PAI knows."""
 
     node: str
+    grace: float
+    """The task's grace period between SIGTERM and SIGKILL."""
     started_at: datetime | None = None
     kill_reason: KillReason | None = None
 
@@ -114,22 +129,46 @@ class _Link:
     problem: str | None = None  # why a live, large enough node still cannot be used
     isolation: str = HOST  # what separates tasks from the node, as its agent decided
     retry_at: float | None = None  # when to try reaching the agent again
+    disk_problem: str | None = None  # the node's disk is below PAI's floor, as its agent says
+    asked_at: float | None = None  # when the oldest call still unanswered was sent
+    last_answer: float | None = None  # when the agent last answered (monotonic), kept
+    last_answer_at: datetime | None = None  # the same, on the clock
+    unreachable: str | None = None  # why the node is shown unreachable, while it is
 
     def usable_state(self) -> NodeState:
+        if self.unreachable is not None and self.state.condition is not NodeCondition.GONE:
+            return NodeState(self.node, NodeCondition.UNREACHABLE, self.unreachable)
         if not self.state.usable:
             return self.state
         if self.problem is not None:
             return NodeState(self.node, NodeCondition.BAD, self.problem)
+        if self.disk_problem is not None:
+            return NodeState(self.node, NodeCondition.BAD, self.disk_problem)
         if not self.ready:
             message = f"node {self.node} joined the Ray cluster; PAI's agent is starting on it"
             return NodeState(self.node, NodeCondition.BAD, message)
         return self.state
 
     def disconnect(self) -> None:
+        """Forget the agent (the node left Ray); when it last answered is kept."""
         self.ray_node = self.agent = self.incarnation = self.problem = None
-        self.exit_spec_sent = self.retry_at = None
+        self.exit_spec_sent = self.retry_at = self.disk_problem = None
+        self.asked_at = None
+        self.unreachable = None
         self.ready = self.polling = False
         self.ack = 0
+
+    def asked(self, now: float) -> None:
+        if self.asked_at is None:
+            self.asked_at = now
+
+    def answered(self) -> None:
+        self.asked_at = None
+        self.last_answer = time.monotonic()
+        self.last_answer_at = utc_now()
+        if self.unreachable is not None:
+            log.warning("node %s: its agent answers again", self.node)
+            self.unreachable = None
 
 
 class _Calls:
@@ -175,22 +214,31 @@ class RayExecutor:
         state_dir: Path,
         *,
         node_dir: Path,
+        store_id: str,
         config: SupervisorConfig | None = None,
         exit_specs: ExitSpecSource | None = None,
         poll_interval: float = 0.1,
         node_refresh_interval: float = 1.0,
         usage_interval: float = 5.0,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     ) -> None:
         """`node_dir`: the directory on every node under which agents keep their state and the
-        tasks' working and log directories (`<node_dir>/<node>/...`)."""
+        tasks' working and log directories (`<node_dir>/<store_id>/<node>/...`); `store_id`
+        names the store this control plane serves, so that another one's agents, tasks and
+        logs (another installation, or this one before its store was reset) are never taken
+        for its own. `node_timeout`: see the module docstring."""
         if not node_dir.is_absolute():
             raise ValueError(f"the nodes' directory must be an absolute path, got {node_dir}")
         self._cluster = cluster
-        self._node_dir = node_dir
+        self._store_id = store_id
+        self._node_dir = node_dir / store_id
         self._config = config or SupervisorConfig()
         self._exit_specs = exit_specs or ExitSpecSource()
-        self._mirror = LogMirror(state_dir / "logs", self._config.log_cap_bytes)
+        self._mirror = LogMirror(state_dir / store_id / "logs", self._config.log_cap_bytes)
         self._poll_interval = poll_interval
+        self._node_timeout = node_timeout
+        self._poll_timeout = poll_timeout
         self._node_refresh_interval = node_refresh_interval
         self._lock = threading.RLock()
         self._links = {
@@ -204,6 +252,7 @@ class RayExecutor:
         self._calls = _Calls()
         self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
         self._next_refresh = 0.0
+        self._unlisted: set[str] = set()  # Ray nodes outside the cluster, named in the log
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -233,7 +282,10 @@ class RayExecutor:
             if not state.usable:
                 raise ExecutorError(f"task {key}: {state.message}")
             self._send_exit_spec(link)
-            self._live[key] = _Attempt(task.node)
+            grace = task.stop_grace_seconds
+            self._live[key] = _Attempt(
+                task.node, self._config.stop_grace_seconds if grace is None else grace
+            )
             self._mirror.start(key)
             ref = link.agent.launch.remote(task)
             self._calls.add(ref, lambda answer: self._launched(key, answer))
@@ -324,8 +376,10 @@ class RayExecutor:
                 if link.ready and not link.polling and now >= link.next_poll:
                     link.polling = True
                     link.next_poll = now + self._poll_interval
+                    link.asked(now)
                     ref = link.agent.poll.remote(link.ack)
                     self._calls.add(ref, self._on_report(link, link.incarnation))
+                self._watch_contact(link, now)
         for handler, answer in self._calls.wait(timeout):
             with self._lock:
                 handler(answer)
@@ -339,9 +393,43 @@ class RayExecutor:
 
     # -- nodes ------------------------------------------------------------------------------------
 
+    def _watch_contact(self, link: _Link, now: float) -> None:
+        """Show the node unreachable once a call goes unanswered too long, and give its tasks
+        up once its agent has surely stopped them."""
+        if (
+            link.unreachable is None
+            and link.asked_at is not None
+            and now - link.asked_at > self._poll_timeout
+        ):
+            since = link.last_answer_at or utc_now()
+            link.unreachable = (
+                f"unreachable since {since.isoformat(timespec='seconds')}: PAI's agent on node "
+                f"{link.node} does not answer; its tasks stop by themselves after "
+                f"{self._node_timeout:g} s without the control plane and are retried elsewhere "
+                "once their grace period has passed too"
+            )
+            log.warning("node %s: %s", link.node, link.unreachable)
+        if link.unreachable is None and link.ray_node is not None:
+            return
+        for key, attempt in list(self._live.items()):
+            if attempt.node != link.node:
+                continue
+            reached = link.last_answer if link.last_answer is not None else now
+            if now >= reached + self._node_timeout + attempt.grace + FENCE_MARGIN:
+                since = link.last_answer_at or utc_now()
+                self._finish(
+                    key,
+                    ExitCode.POD_NODE_LOST,
+                    f"node {link.node} was unreachable since "
+                    f"{since.isoformat(timespec='seconds')}: its agent has stopped the task "
+                    "there, and it is retried elsewhere",
+                )
+
     def _refresh_nodes(self) -> None:
         self._next_refresh = time.monotonic() + self._node_refresh_interval
-        matches = match_nodes(self._cluster, ray_nodes())
+        nodes = ray_nodes()
+        self._name_unlisted(nodes)
+        matches = match_nodes(self._cluster, nodes)
         with self._lock:
             for name, match in matches.items():
                 link = self._links[name]
@@ -355,29 +443,48 @@ class RayExecutor:
                     link.ray_node = found
                     self._start_agent(link, found)
 
+    def _name_unlisted(self, nodes: list[RayNode]) -> None:
+        """Say once which Ray node PAI leaves unused because its cluster does not have it."""
+        for node in unlisted_nodes(self._cluster, nodes):
+            if node.node_id not in self._unlisted:
+                self._unlisted.add(node.node_id)
+                log.warning(
+                    "Ray node %s (%s, %s) is not in PAI's cluster, and takes no tasks: add it "
+                    "to the cluster file, or restart PAI without one (`pai up` describes the "
+                    "live Ray nodes again)",
+                    node.name,
+                    node.address,
+                    node.describe(),
+                )
+
     def _node_left(self, link: _Link) -> None:
+        """Its tasks are given up by `_watch_contact`, once they have surely stopped: a node
+        that Ray lost behind a cut network may still run them."""
         assert link.ray_node is not None
-        message = f"node {link.node} ({link.ray_node.address}) left the Ray cluster"
-        log.warning("%s; its tasks end as lost", message)
-        for key, attempt in list(self._live.items()):
-            if attempt.node == link.node:
-                self._finish(key, ExitCode.POD_NODE_LOST, message)
+        log.warning("node %s (%s) left the Ray cluster", link.node, link.ray_node.address)
         link.disconnect()
 
     def _start_agent(self, link: _Link, ray_node: RayNode) -> None:
         link.agent = _AgentActor.options(
-            name=f"{AGENT_PREFIX}:{link.node}:{ray_node.node_id[:16]}",
+            name=f"{AGENT_PREFIX}:{self._store_id}:{link.node}:{ray_node.node_id[:16]}",
             lifetime="detached",
             get_if_exists=True,
             num_cpus=0,
             max_restarts=-1,
             scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
-        ).remote(link.node, str(self._node_dir), self._config.to_dict(), self._usage_interval)
+        ).remote(
+            link.node,
+            str(self._node_dir),
+            self._config.to_dict(),
+            self._usage_interval,
+            self._node_timeout,
+        )
         self._ask_info(link)
 
     def _ask_info(self, link: _Link) -> None:
         link.ready = False
         link.retry_at = link.problem = None
+        link.asked(time.monotonic())
         agent = link.agent
         self._calls.add(agent.info.remote(), lambda answer: self._on_info(link, agent, answer))
 
@@ -386,9 +493,12 @@ class RayExecutor:
             return  # the node left meanwhile
         if isinstance(answer, Exception):
             link.problem = f"PAI's agent could not start on node {link.node}: {answer}"
+            if link.last_answer is None:
+                link.asked_at = None  # never reached: an agent that cannot start, shown so
             link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
             log.warning("%s", link.problem)
             return
+        link.answered()
         if answer.version != __version__:
             link.problem = (
                 f"node {link.node} runs PAI {answer.version}, the control plane {__version__}: "
@@ -426,6 +536,7 @@ class RayExecutor:
             log.warning("node %s: recovering its tasks failed (%s); retrying", link.node, answer)
             link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
             return
+        link.answered()
         for chunk in answer.chunks:
             self._apply_chunk(chunk)
         if self._recovered is not None:
@@ -444,7 +555,12 @@ class RayExecutor:
                 self._mirror.complete(status.key)
             else:
                 self._mirror.start(status.key)
-                self._live[status.key] = _Attempt(status.node, status.started_at)
+                grace = status.stop_grace_seconds
+                self._live[status.key] = _Attempt(
+                    status.node,
+                    self._config.stop_grace_seconds if grace is None else grace,
+                    status.started_at,
+                )
 
     def _resync(self, link: _Link, statuses: tuple[TaskStatus, ...]) -> None:
         """After the agent restarted or the node rejoined: report what changed meanwhile, end
@@ -485,10 +601,12 @@ class RayExecutor:
                 log.info("node %s: polling its agent failed (%s); asking again", link.node, answer)
                 self._ask_info(link)
                 return
+            link.answered()
             if answer.incarnation != link.incarnation:
                 log.warning("node %s: its agent restarted; recovering its tasks", link.node)
                 self._ask_info(link)
                 return
+            link.disk_problem = answer.disk_problem
             for number, item in answer.items:
                 if isinstance(item, LogChunk):
                     self._apply_chunk(item)

@@ -1,9 +1,19 @@
 """Ray's nodes as PAI sees them: what each has, and which node of the cluster file it is.
 
 A cluster-file node is the live Ray node with its `nodeAddress` (or, failing that, with its name
-as Ray's node name). It is usable when Ray reports at least the GPUs, CPUs and memory that its
-leaf cells add up to; otherwise it stays out of scheduling, and the reason is one sentence that
-says what the cluster file expects and what Ray reports.
+as Ray's node name). It is usable when Ray reports at least the GPUs and CPUs that its leaf
+cells add up to, and about the memory: Ray measures a node's memory as what is free when the
+node starts, so the same machine reports a little more or less from one start to the next. Up to
+MEMORY_TOLERANCE less is accepted, with a warning that says so; more missing, or fewer GPUs or
+CPUs, keeps the node out of scheduling, and the reason is one sentence that says what the
+cluster file expects and what Ray reports.
+
+Without a cluster file, PAI describes the live Ray nodes (`cluster_from_ray`): machines with the
+same GPU model, GPU count and CPU count are one node type, whose memory is the smallest any of
+them reports, rounded down to a whole GiB. Identical machines started moments apart are thus
+one SKU, and a job may span them. A node that joins after PAI started is not in that
+description: the control plane names it in its log, and the next `pai up` adds it (to the type
+of its shape, if one exists).
 """
 
 from __future__ import annotations
@@ -13,11 +23,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pai.cluster.detect import Machine, MachineResources, cluster_for_machines
+import yaml
+
+from pai.cluster.detect import Machine, MachineResources, cluster_document
 from pai.cluster.model import ClusterConfig, NodeSpec
+from pai.cluster.parse import load_cluster
 from pai.executors.base import NodeCondition, NodeState
 
 MIB = 1024 * 1024
+GIB_MB = 1024
+MEMORY_TOLERANCE = 0.05
+"""How much less memory than the cluster file declares a node may report and still be used."""
 ACCELERATOR_PREFIX = "accelerator_type:"
 
 
@@ -79,25 +95,75 @@ def match_nodes(cluster: ClusterConfig, ray_nodes: Sequence[RayNode]) -> dict[st
 
 
 def cluster_from_ray(ray_nodes: Sequence[RayNode]) -> ClusterConfig:
-    """The live Ray nodes as a cluster owned by the VC `default`. Nodes that offer neither CPUs
-    nor GPUs (a head started with `--num-cpus 0`, to keep tasks off it) are left out."""
+    """The live Ray nodes as a cluster owned by the VC `default` (see the module docstring)."""
+    return load_cluster(cluster_file_from_ray(ray_nodes), source="Ray cluster")
+
+
+def cluster_file_from_ray(ray_nodes: Sequence[RayNode]) -> dict[str, Any]:
+    """The cluster file, as data, that describes the live Ray nodes: one node type per GPU
+    model, GPU count and CPU count, with the smallest memory of its machines in whole GiB.
+    Nodes that offer neither CPUs nor GPUs (a head started with `--num-cpus 0`, to keep tasks
+    off it) are left out."""
+    usable = sorted(
+        (node for node in ray_nodes if node.alive and (node.cpus > 0 or node.gpus > 0)),
+        key=lambda node: node.name,
+    )
+    if not usable:
+        raise ValueError("the Ray cluster has no live node with CPUs or GPUs to run tasks on")
+    memory: dict[tuple[str | None, int, int], int] = {}
+    for node in usable:
+        shape = _shape(node)
+        memory[shape] = min(memory.get(shape, node.memory_mb), node.memory_mb)
     machines = [
         Machine(
             _cell_address(node.name),
             node.address,
             MachineResources(
                 cpus=node.cpus,
-                memory_mb=node.memory_mb,
+                memory_mb=_whole_gib(memory[_shape(node)]),
                 gpu_model=(node.gpu_model or "GPU") if node.gpus else None,
                 gpu_count=node.gpus,
             ),
         )
-        for node in sorted(ray_nodes, key=lambda node: node.name)
-        if node.alive and (node.cpus > 0 or node.gpus > 0)
+        for node in usable
     ]
-    if not machines:
-        raise ValueError("the Ray cluster has no live node with CPUs or GPUs to run tasks on")
-    return cluster_for_machines(machines, source="Ray cluster")
+    return cluster_document(machines)
+
+
+def cluster_yaml_from_ray(ray_nodes: Sequence[RayNode]) -> str:
+    """`cluster_file_from_ray` as a cluster file to start from: edit it (VCs, memory), then
+    `pai up --cluster FILE`."""
+    header = (
+        "# PAI's cluster, described from the live Ray nodes: machines with the same GPU model,\n"
+        "# GPU count and CPU count are one node type, with the smallest memory among them\n"
+        "# (whole GiB, in MB). Edit it, then: pai up --engine ray --cluster THIS_FILE\n"
+    )
+    return header + yaml.safe_dump(cluster_file_from_ray(ray_nodes), sort_keys=False)
+
+
+def unlisted_nodes(cluster: ClusterConfig, ray_nodes: Sequence[RayNode]) -> list[RayNode]:
+    """Live Ray nodes with CPUs or GPUs that are no node of the cluster: joined after PAI
+    started without a cluster file, or left out of the cluster file."""
+    listed = {spec.address for spec in cluster.nodes} | {spec.name for spec in cluster.nodes}
+    return [
+        node
+        for node in ray_nodes
+        if node.alive
+        and (node.cpus > 0 or node.gpus > 0)
+        and node.address not in listed
+        and node.name not in listed
+    ]
+
+
+def _shape(node: RayNode) -> tuple[str | None, int, int]:
+    """What makes machines the same node type: GPU model, GPU count and CPU count."""
+    return (node.gpu_model if node.gpus else None, node.gpus, node.cpus)
+
+
+def _whole_gib(memory_mb: int) -> int:
+    """Memory rounded down to a whole GiB, so that small differences in Ray's measurement do
+    not make the next start describe the machine differently (kept as is under 1 GiB)."""
+    return memory_mb - memory_mb % GIB_MB if memory_mb >= GIB_MB else memory_mb
 
 
 def _state(cluster: ClusterConfig, spec: NodeSpec, found: RayNode | None) -> NodeState:
@@ -112,9 +178,20 @@ def _state(cluster: ClusterConfig, spec: NodeSpec, found: RayNode | None) -> Nod
     leaves = len(spec.leaf_indices)
     wanted = {"GPU": leaves * sku.gpu, "CPU": leaves * sku.cpu, "MB": leaves * sku.memory_mb}
     reported = {"GPU": found.gpus, "CPU": found.cpus, "MB": found.memory_mb}
-    short = [unit for unit in wanted if reported[unit] < wanted[unit]]
+    short = [unit for unit in ("GPU", "CPU") if reported[unit] < wanted[unit]]
+    memory_short = reported["MB"] < wanted["MB"]
+    if memory_short and reported["MB"] < wanted["MB"] * (1 - MEMORY_TOLERANCE):
+        short.append("MB")
     if not short:
-        return NodeState(spec.name, NodeCondition.ALIVE)
+        if not memory_short:
+            return NodeState(spec.name, NodeCondition.ALIVE)
+        return NodeState(
+            spec.name,
+            NodeCondition.ALIVE,
+            f"{where} reports {reported['MB']} MB of memory, a little less than the "
+            f"{wanted['MB']} MB the cluster file says (within {MEMORY_TOLERANCE:.0%}, as Ray's "
+            "measurement at the node's start varies): used as declared",
+        )
     expected = " and ".join(_amount(wanted[unit], unit) for unit in short)
     actual = " and ".join(_amount(reported[unit], unit) for unit in short)
     return NodeState(

@@ -25,7 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +64,15 @@ class WorkerSpec:
 class RaySandbox(Sandbox):
     """See the module docstring. `start()` (or `with`) builds it, `close()` takes it down."""
 
-    def __init__(self, root: Path, workers: Sequence[WorkerSpec]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        workers: Sequence[WorkerSpec],
+        head_env: Mapping[str, str] = HEAD_ENV,
+    ) -> None:
+        """`head_env`: Ray's settings for the head (its health check's, by default)."""
         self.root = root
+        self._head_env = dict(head_env)
         self.workers = {worker.name: worker for worker in workers}
         self._tag = f"pai{secrets.token_hex(3)}"
         self._subnet = _free_subnet()
@@ -109,6 +116,18 @@ class RaySandbox(Sandbox):
         """Kill every process of the worker, tasks included, as a machine going down would."""
         _kill_all(_namespace_pids(self.namespace(name)))
 
+    def cut(self, name: str) -> None:
+        """Cut the worker's network link (its veth on the bridge goes down): it runs on,
+        unreachable, as behind a failed switch."""
+        self._run(["ip", "link", "set", self._veth(name), "down"])
+
+    def reconnect(self, name: str) -> None:
+        """Restore the link that `cut` took down."""
+        self._run(["ip", "link", "set", self._veth(name), "up"])
+
+    def _veth(self, name: str) -> str:
+        return f"{self._tag}v{list(self.workers).index(name)}"
+
     def is_running(self, name: str) -> bool:
         """Whether anything runs on the worker (stopped: nothing does)."""
         return bool(_namespace_pids(self.namespace(name)))
@@ -142,8 +161,8 @@ class RaySandbox(Sandbox):
         self._run(["ip", "link", "add", bridge, "type", "bridge"], ["ip", "link", "del", bridge])
         self._run(["ip", "addr", "add", f"{self.head_ip}/{prefix}", "dev", bridge])
         self._run(["ip", "link", "set", bridge, "up"])
-        for index, name in enumerate(self.workers):
-            namespace, veth = self.namespace(name), f"{self._tag}v{index}"
+        for name in self.workers:
+            namespace, veth = self.namespace(name), self._veth(name)
             self._run(["ip", "netns", "add", namespace], ["ip", "netns", "del", namespace])
             pair = ["type", "veth", "peer", "eth0", "netns", namespace]
             self._run(["ip", "link", "add", veth, *pair])
@@ -176,7 +195,7 @@ class RaySandbox(Sandbox):
                     "--num-gpus=0",
                     "--include-dashboard=false",
                 ],
-                env=self._environment(HEAD_ENV),
+                env=self._environment(self._head_env),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )

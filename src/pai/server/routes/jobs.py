@@ -596,7 +596,8 @@ def _follow_log(
 
 def _view(request: Request, context: Context, row: JobRow) -> JobView:
     job_url = str(request.url_for("get_job", framework_name=row.framework_name))
-    return JobView(row, context.control_plane.exit_specs.current(), task_logs_url(job_url))
+    plane = context.control_plane
+    return JobView(row, plane.exit_specs.current(), task_logs_url(job_url), plane.node_states())
 
 
 def _require_owner(caller: Caller, row: JobRow, action: str) -> None:

@@ -21,7 +21,7 @@ router = APIRouter(prefix="/kubernetes", tags=["kubernetes"])
 def list_nodes(context: Context, _admin: Admin) -> NodeList:
     """Every node: addresses, capacity (cpu, memory, nvidia.com/gpu) and readiness."""
     controller = context.control_plane
-    return node_list(controller.cluster, controller.snapshot())
+    return node_list(controller.cluster, controller.snapshot(), controller.node_states())
 
 
 @router.get("/pods", response_model=PodList, responses=error_responses(401, 403))

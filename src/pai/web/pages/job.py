@@ -123,7 +123,12 @@ def load_job(
     job_url = str(request.app.url_path_for("portal.job", framework_name=framework_name))
     with context.database.reading() as session:
         row = find_job(session, framework_name)
-        view = JobView(row, controller.exit_specs.current(), task_logs_url(job_url))
+        view = JobView(
+            row,
+            controller.exit_specs.current(),
+            task_logs_url(job_url),
+            controller.node_states(),
+        )
         shown = job_attempt(row, attempt)
         may_act = visitor.principal.may_act_for(row.username)
         return JobState(
