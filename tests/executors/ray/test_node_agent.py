@@ -183,8 +183,9 @@ def test_without_the_control_plane_for_the_node_timeout_the_tasks_are_stopped(
     finally:
         kill_processes_under(tmp_path)
 
-    # SIGTERM after the timeout, SIGKILL after the grace period (1 s): well before 1.5 + 1 + 2.
-    assert 1.5 <= stopped_after < 4.5
+    # Not before the timeout; SIGTERM, then SIGKILL after the grace period (1 s), long before
+    # the trap's 60 s were over. When the control plane gives up is the e2e cut-link test's.
+    assert 1.5 <= stopped_after < 10
     [ended] = [item for item in control.items if isinstance(item, TaskEvent) and item.result]
     assert ended.result is not None
     assert ended.result.classification.code == KillReason.FENCED.exit_code == -1001
