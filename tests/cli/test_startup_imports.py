@@ -41,11 +41,13 @@ COMMAND_MODULES = {command.target.partition(":")[0] for command in COMMANDS}
 
 
 def modules_after(tmp_path: Path, code: str) -> set[str]:
-    """The modules a fresh interpreter had loaded when it exited after running `code`."""
+    """The modules a fresh interpreter had loaded when it exited after running `code` (a name
+    marked absent, None in `sys.modules`, was not loaded)."""
     listing = tmp_path / "modules.json"
     script = (
         "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps([*sys.modules])))\n"
+        "loaded = lambda: [name for name, module in sys.modules.items() if module is not None]\n"
+        f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps(loaded())))\n"
         f"{code}\n"
     )
     env = {"PAI_CONFIG": str(tmp_path / "no-config"), "PATH": "/usr/bin:/bin"}
@@ -111,6 +113,7 @@ def test_a_server_command_loads_its_module_and_not_the_platform(
     assert not among(loaded, others)
     assert not among(loaded, PLATFORM)
     assert not among(loaded, ("sqlalchemy", "fastapi", "matplotlib", "ray"))
+    assert not among(loaded, ("click", "pygments"))  # httpx's own command-line client
 
 
 def test_a_command_runs_with_the_garbage_collector_on(tmp_path: Path) -> None:

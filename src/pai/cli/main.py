@@ -8,6 +8,7 @@ test keeps the two equal). A command's module is imported only when that command
 from __future__ import annotations
 
 import gc
+import sys
 
 import typer
 
@@ -208,6 +209,7 @@ def main() -> None:
     left when the command ends.
     """
     gc.disable()
+    _skip_httpx_command_line()
     try:
         run(app)
     finally:
@@ -216,3 +218,11 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _skip_httpx_command_line() -> None:
+    """httpx loads its own command-line client (with click and pygments) whenever those happen
+    to be installed, as they are beside PAI's server; `pai` never uses it, and it is about a
+    quarter of a server command's start. Marked absent, httpx leaves it out, as it does where
+    they are not installed."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
