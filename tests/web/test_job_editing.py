@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from pai.marketplace.examples import job_examples
 from pai.protocol import SECRET_MASK, masked_job_text, parse_job
 from pai.web.editing import (
     Parameter,
@@ -15,7 +16,6 @@ from pai.web.editing import (
     renamed,
     with_parameters,
 )
-from pai.web.examples import job_examples
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "jobs"
 JOB = """\

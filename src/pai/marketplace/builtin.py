@@ -12,10 +12,10 @@ import uuid
 
 from sqlalchemy.orm import Session
 
+from pai.marketplace.examples import JobExample, job_examples
 from pai.marketplace.items import APPROVED, SOURCE_PAI, TEMPLATE
 from pai.store import market
 from pai.store.sharing import MarketItemRow
-from pai.web.examples import JobExample, job_examples
 
 AUTHOR = "pai"
 _NAMESPACE = uuid.UUID("7d3f7a52-5e0c-4b5f-9a51-2b1c6e0f4a11")

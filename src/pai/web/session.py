@@ -23,11 +23,9 @@ from fastapi import Depends, Request, Response
 
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, UnauthorizedUserError
+from pai.server.cookies import LOGIN_COOKIE, SESSION_COOKIE
 from pai.server.deps import Context
 
-SESSION_COOKIE = "pai_session"
-LOGIN_COOKIE = "pai_login"
-"""Binds the login form to the browser that loaded it (see the module docstring)."""
 LOGIN_COOKIE_SECONDS = 3600
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"

@@ -37,8 +37,8 @@ from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, InvalidParametersError, NoJobError, UnauthorizedUserError
 from pai.orchestrator.intents import find_job
 from pai.server.context import ServerContext
+from pai.server.cookies import LOGIN_COOKIE, SESSION_COOKIE
 from pai.server.jobviews import job_attempt
-from pai.web.session import LOGIN_COOKIE, SESSION_COOKIE
 
 router = APIRouter(include_in_schema=False)
 

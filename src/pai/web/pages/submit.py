@@ -13,6 +13,7 @@ from fastapi import Depends, Form, Request, Response
 from fastapi.responses import HTMLResponse
 
 from pai.errors import ForbiddenUserError, InvalidProtocolError, PaiError
+from pai.marketplace.examples import DEFAULT_EXAMPLE, job_example, job_examples
 from pai.orchestrator.intents import find_job
 from pai.protocol import Problem, ProtocolError, parse_job
 from pai.server.deps import Context
@@ -26,7 +27,6 @@ from pai.web.editing import (
     renamed,
     with_parameters,
 )
-from pai.web.examples import DEFAULT_EXAMPLE, job_example, job_examples
 from pai.web.notices import redirect
 from pai.web.routing import portal_router
 from pai.web.session import CurrentVisitor, FormVisitor, ScriptVisitor, Visitor

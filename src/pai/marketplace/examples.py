@@ -1,4 +1,4 @@
-"""The example jobs the submit page starts from.
+"""The example jobs the portal's submit page and the built-in marketplace start from.
 
 They are the project's `examples/jobs/*.yaml`, shipped inside the package (the package's
 `job_examples` folder links to them, and a built package holds copies), so the examples a
@@ -28,7 +28,7 @@ class JobExample:
 @cache
 def job_examples() -> dict[str, JobExample]:
     """Every example by name (the file name without `.yaml`), in name order."""
-    folder = files("pai.web") / "job_examples"
+    folder = files("pai.marketplace") / "job_examples"
     found = {}
     for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
         if entry.name.endswith(SUFFIX):
