@@ -91,6 +91,25 @@ def test_transient_failure_retries_without_counting() -> None:
     assert fw.job_shown_state(job) == "SUCCEEDED"
 
 
+def test_a_platform_failure_that_keeps_coming_backs_off() -> None:
+    """A registry out of reach fails every attempt at once: after a few immediate retries the
+    job waits, longer each time, instead of spinning through attempts."""
+    job = start(policy(backoff=fw.Backoff(transient_first_seconds=2, transient_max_seconds=300)))
+    now = 100.0
+    waits = []
+    for _ in range(12):
+        exit_task(job, ("main", 0), SIGKILL, now=now)
+        waits.append(0.0 if job.retry_at is None else job.retry_at - now)
+        if job.retry_at is not None:
+            assert fw.on_tick(job, job.retry_at - 0.1) == []
+            now = job.retry_at
+            assert fw.on_tick(job, now) == [fw.RequestPlacement((("main", 0),))]
+        run_attempt(job, now=now)
+
+    assert waits == [0, 0, 0, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+    assert (job.retry.accountable, job.retry.platform) == (0, 12)  # still not charged
+
+
 def test_resource_conflict_backs_off_before_retrying() -> None:
     job = start(policy(backoff=fw.Backoff(min_seconds=60, max_seconds=900)))
     actions = exit_task(job, ("main", 0), GANG_TIMEOUT, now=100)

@@ -137,14 +137,27 @@ class RolePolicy:
 
 @dataclass(frozen=True)
 class Backoff:
-    """Delay before retrying a failure caused by resource contention (TRANSIENT_CONFLICT)."""
+    """Delays before retries: of a failure caused by resource contention (TRANSIENT_CONFLICT),
+    and of platform failures (TRANSIENT) once they keep coming."""
 
     min_seconds: float = 60.0
     max_seconds: float = 900.0
+    transient_free_retries: int = 3
+    transient_first_seconds: float = 2.0
+    transient_max_seconds: float = 300.0
 
     def delay(self, conflicts_so_far: int) -> float:
         """Doubles with every conflict retry; deterministic so that replays are repeatable."""
         return min(self.max_seconds, self.min_seconds * (2**conflicts_so_far))
+
+    def transient_delay(self, platform_retries_so_far: int) -> float:
+        """A platform failure (a node lost, a port taken) is retried at once a few times; one
+        that keeps coming (a registry out of reach) waits twice as long each time, so that the
+        job does not spin through attempts, events and log folders."""
+        beyond = platform_retries_so_far - self.transient_free_retries
+        if beyond < 0:
+            return 0.0
+        return min(self.transient_max_seconds, self.transient_first_seconds * (2**beyond))
 
 
 @dataclass(frozen=True)
@@ -654,13 +667,13 @@ def _retry_delay(
 ) -> float | None:
     """FrameworkController's fancy retry: seconds to wait before retrying, or None for no retry.
 
-    Transient failures retry without counting, permanent ones never, the rest count against
-    `max_retries`. Success is never retried.
+    Transient failures retry without counting (at once, then backing off when they repeat),
+    permanent ones never, the rest count against `max_retries`. Success is never retried.
     """
     if status.succeeded or status.behavior is Behavior.PERMANENT:
         return None
     if status.behavior is Behavior.TRANSIENT:
-        return 0.0
+        return backoff.transient_delay(retry.platform)
     if status.behavior is Behavior.TRANSIENT_CONFLICT:
         return backoff.delay(retry.conflicts)
     return 0.0 if retry.accountable < max_retries else None
