@@ -37,6 +37,9 @@ def assign_ports(
             task = (pod.role, pod.index)
             key = task_key(job, task)
             request = job.spec.task_roles[pod.role].resource_per_instance.ports
+            # A pass that the store failed (a restart, a full disk) may have placed this very
+            # try before: its ports were never recorded, so they are taken back and held anew.
+            ports.release(key)
             held = ports.allocate(key, pod.node, pod.address, request)
             placed[task] = {
                 "key": key,
