@@ -95,6 +95,20 @@ class Harness:
         self.launch(key, script, **fields)
         return self.wait_finished(key)
 
+    def usage_while_busy(self, busy: str) -> dict[str, Any]:
+        """Each task's usage over the first 1.5 s window in which task `busy` used more than
+        40 % of a core: a loaded machine may give its loop little of a core for a while.
+        Fails with every window's figure if none did within about 18 s."""
+        self.executor.usage()  # the baseline
+        seen = []
+        for _ in range(12):
+            time.sleep(1.5)
+            usage = {task.key: task for task in self.executor.usage().tasks}
+            seen.append(usage[busy].cpu_percent)
+            if seen[-1] > 40:
+                return usage
+        raise AssertionError(f"{busy} never used 40 % of a core: {seen}")
+
     @staticmethod
     def processes_with(marker: str) -> list[psutil.Process]:
         """Live processes whose command line mentions `marker`."""
