@@ -3,10 +3,12 @@ submits sees an error, and every job is recorded once and runs.
 
 The test runs a PostgreSQL cluster of its own (Debian's `initdb` and `pg_ctl`, on a free port
 of 127.0.0.1, as the `postgres` user), so that it can restart it; submissions come from the
-SDK five times a second and from the `pai` command once a second, while `pg_ctl restart`
-takes the store away for a moment. The server answers what it cannot save with 503 and
-`Retry-After`; clients try again, naming each submission so that one that had arrived is
-answered as accepted, not as a conflict.
+SDK five times a second and from the `pai` command once a second, while the restart takes
+the store away for two seconds (about as long as a server's restart took when this was
+reported; a bare `pg_ctl restart` of the test's small cluster can be over between two
+submissions). The server answers what it cannot save with 503 and `Retry-After`; clients
+try again, naming each submission so that one that had arrived is answered as accepted, not
+as a conflict.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from e2e.pai_process import PaiUp, job_file, running
 pytestmark = pytest.mark.slow
 STREAM_SECONDS = 12.0
 RESTART_AFTER = 4.0
+OUTAGE_SECONDS = 2.0
 
 
 class PostgresCluster:
@@ -51,8 +54,11 @@ class PostgresCluster:
         self._as_postgres("initdb", "--auth=trust", "--username=postgres", "-D", str(self.data))
         self._pg_ctl("start")
 
-    def restart(self) -> None:
-        self._pg_ctl("restart", "-m", "fast")
+    def restart(self, outage: float) -> None:
+        """Stop the server, and start it again `outage` seconds later."""
+        self._pg_ctl("stop", "-m", "fast")
+        time.sleep(outage)
+        self._pg_ctl("start")
 
     def stop(self) -> None:
         if self.data.exists():
@@ -152,9 +158,7 @@ def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles
     for stream in streams:
         stream.start()
     time.sleep(RESTART_AFTER)
-    restarted_at = time.monotonic()
-    postgres.restart()
-    store_away = time.monotonic() - restarted_at
+    postgres.restart(OUTAGE_SECONDS)
     for stream in streams:
         stream.join()
 
@@ -166,7 +170,6 @@ def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles
     while {job.state for job in client.jobs()} != {"SUCCEEDED"}:
         assert time.monotonic() < deadline, {job.name: job.state for job in client.jobs()}
         time.sleep(1)
-    assert store_away > 0.2  # the restart did take the store away
     server_log = (platform.home / "pai.log").read_text()
     assert '"path": "/api/v2/jobs", "status": 503' in server_log  # clients did meet it
     client.close()
