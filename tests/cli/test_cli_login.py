@@ -8,6 +8,7 @@ import stat
 
 from pai_runner import Pai, single_error
 
+from pai.sdk.config import ClientConfig, Credentials, save_config
 from server.harness import Account, RunningServer
 
 
@@ -77,6 +78,40 @@ def test_a_server_that_is_down_is_one_line(pai: Pai) -> None:
 
     assert (
         single_error(result) == f"error: cannot reach the PAI server at {url}: connection refused"
+    )
+
+
+def logged_in_to_a_server_that_is_down(pai: Pai) -> str:
+    """The URL of a server `pai` holds a token for, where nothing listens."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    save_config(ClientConfig().with_login(url, Credentials("alice", "token")), pai.config)
+    return url
+
+
+def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pai: Pai) -> None:
+    url = logged_in_to_a_server_that_is_down(pai)
+
+    result = pai.run("jobs", PAI_RETRY_SECONDS="1")
+
+    refused = f"cannot reach the PAI server at {url}: connection refused"
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{refused}; trying again for up to 1 s (Ctrl-C stops)",
+        f"error: {refused}",
+    ]
+
+
+def test_pai_retry_seconds_zero_fails_at_once_and_nonsense_is_refused(pai: Pai) -> None:
+    url = logged_in_to_a_server_that_is_down(pai)
+
+    at_once = pai.run("jobs", PAI_RETRY_SECONDS="0")
+    nonsense = pai.run("jobs", PAI_RETRY_SECONDS="soon")
+
+    assert (
+        single_error(at_once) == f"error: cannot reach the PAI server at {url}: connection refused"
+    )
+    assert single_error(nonsense) == (
+        "error: PAI_RETRY_SECONDS must be a number of seconds (0 or more), not 'soon'"
     )
 
 

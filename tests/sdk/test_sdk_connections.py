@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from pai.sdk import Client, ServerUnavailableError
+from pai.sdk import Client, ServerNotTrustedError
 
 INFO = {"name": "pai", "version": "test"}
 
@@ -95,10 +95,16 @@ def test_a_server_whose_certificate_is_not_trusted_is_refused(
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
 
-    with Client(url) as client, pytest.raises(ServerUnavailableError) as refused:
+    heard: list[object] = []
+
+    with (
+        Client(url, on_retry=lambda error, seconds: heard.append(error)) as client,
+        pytest.raises(ServerNotTrustedError) as refused,
+    ):
         client.info()
 
     assert "certificate verify failed" in str(refused.value).lower()
+    assert heard == []  # refused at once: trying again would not make it trusted
 
 
 def test_a_server_with_a_trusted_certificate_is_reached(

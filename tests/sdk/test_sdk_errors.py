@@ -101,14 +101,22 @@ def closed_port() -> int:
     return port
 
 
-def test_an_unreachable_server_is_named_in_the_error() -> None:
+def test_an_unreachable_server_is_waited_for_then_named_in_the_error() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
+    heard: list[tuple[str, float]] = []
 
-    with Client(url, "token") as client, pytest.raises(ServerUnavailableError) as caught:
+    with (
+        Client(
+            url, "token", retry_for=1.0, on_retry=lambda e, s: heard.append((str(e), s))
+        ) as client,
+        pytest.raises(ServerUnavailableError) as caught,
+    ):
         client.users()
 
     assert caught.value.status is None
     assert str(caught.value) == f"cannot reach the PAI server at {url}: connection refused"
+    assert [said for said, _ in heard] == [str(caught.value)]  # told once, when it began
+    assert 0 < heard[0][1] <= 1.0
 
 
 def test_a_wrong_password_is_an_invalid_request(pai_server: RunningServer, alice: Account) -> None:

@@ -12,9 +12,13 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from pai.sdk import Client, ConfigError, InvalidArgumentError
+from pai.sdk import Client, ConfigError, InvalidArgumentError, PaiError
 from pai.sdk.config import SERVER_ENV
 from pai.sdk.model import ApiModel
+from pai.sdk.transport import RETRY_FOR
+
+RETRY_ENV = "PAI_RETRY_SECONDS"
+"""How long a command waits for a server that does not answer (0: it fails at once)."""
 
 WIDE_OUTPUT = 160
 """Columns of tables written to a pipe or file: no terminal says how wide, and cutting names
@@ -61,8 +65,9 @@ def err() -> Console:
 
 
 def connect(server: str | None) -> Client:
-    """A client for `server` (else the current one) with its saved token."""
-    client = Client.from_config(server=server)
+    """A client for `server` (else the current one) with its saved token, which says on
+    standard error when it starts waiting for the server."""
+    client = Client.from_config(server=server, retry_for=_retry_seconds(), on_retry=_say_waiting)
     if client.token is None:
         client.close()
         raise ConfigError(
@@ -70,6 +75,23 @@ def connect(server: str | None) -> Client:
             f"`pai login --server {client.server} --username NAME`"
         )
     return client
+
+
+def _retry_seconds() -> float:
+    text = os.environ.get(RETRY_ENV)
+    if text is None:
+        return RETRY_FOR
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{RETRY_ENV} must be a number of seconds (0 or more), not {text!r}")
+    return seconds
+
+
+def _say_waiting(error: PaiError, seconds: float) -> None:
+    err().print(f"{error}; trying again for up to {seconds:.0f} s (Ctrl-C stops)")
 
 
 def raw(value: Any) -> Any:

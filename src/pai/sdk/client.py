@@ -15,7 +15,7 @@ from pai.sdk.market import MarketApi
 from pai.sdk.monitoring import MonitoringApi
 from pai.sdk.ssh import SshApi
 from pai.sdk.storage import StorageApi
-from pai.sdk.transport import DEFAULT_TIMEOUT, Transport
+from pai.sdk.transport import DEFAULT_TIMEOUT, RETRY_FOR, RetryListener, Transport
 
 
 class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, StorageApi, SshApi):
@@ -33,6 +33,10 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
     subclass when the server refuses (`NotFoundError`, `ForbiddenError`, ...) and
     `ServerUnavailableError` when the server cannot be reached. Close the client (or use it
     in a `with` block) to release its connections.
+
+    Reads and submissions are tried again for up to `retry_for` seconds while the server
+    does not answer or its store is away (0: never); `on_retry(error, seconds)` hears when a
+    request starts waiting.
     """
 
     def __init__(
@@ -42,8 +46,13 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
         *,
         username: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        retry_for: float = RETRY_FOR,
+        on_retry: RetryListener | None = None,
     ) -> None:
-        super().__init__(Transport(server, token, timeout=timeout), username)
+        transport = Transport(
+            server, token, timeout=timeout, retry_for=retry_for, on_retry=on_retry
+        )
+        super().__init__(transport, username)
         self._token = token
 
     @classmethod
@@ -72,6 +81,8 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
         *,
         server: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        retry_for: float = RETRY_FOR,
+        on_retry: RetryListener | None = None,
     ) -> Client:
         """A client for the server and token `pai login` saved (`$PAI_CONFIG`, else
         `~/.pai/config`).
@@ -88,9 +99,14 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
                 f"`pai login --server URL --username NAME`, or set {SERVER_ENV}"
             )
         credentials = config.credentials(url)
-        if credentials is None:
-            return cls(url, timeout=timeout)
-        return cls(url, credentials.token, username=credentials.username, timeout=timeout)
+        return cls(
+            url,
+            credentials.token if credentials else None,
+            username=credentials.username if credentials else None,
+            timeout=timeout,
+            retry_for=retry_for,
+            on_retry=on_retry,
+        )
 
     @property
     def token(self) -> str | None:

@@ -91,6 +91,11 @@ class ServerUnavailableError(PaiError):
     """The server could not be reached, did not answer in time, or said it is not ready."""
 
 
+class ServerNotTrustedError(ServerUnavailableError):
+    """The TLS handshake with the server failed (its certificate is not trusted here, for
+    example): trying again does not help; trust its CA (`SSL_CERT_FILE`) or fix the URL."""
+
+
 class InvalidArgumentError(ValueError):
     """A call was rejected before anything was sent (a malformed job name, an unknown
     parameter, a role the job does not have)."""

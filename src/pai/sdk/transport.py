@@ -7,12 +7,15 @@ answer came (naming the URL it tried).
 What is safe to try again is tried again, for up to `retry_for` seconds with growing pauses
 (or the `Retry-After` the server asks for, up to `MAX_PAUSE`): reads, and requests the caller
 marks so (a submission named by its submission id), when no answer came or the server answered
-503 (not ready: its store restarting) or 507 (its store's disk full).
+503 (not ready: its store restarting) or 507 (its store's disk full). A server whose TLS
+certificate is not trusted is refused at once: that does not pass by itself. `on_retry` hears
+when a request starts waiting, so that a person is not left looking at a silent terminal.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,7 +27,12 @@ import httpx
 import pai
 from pai.sdk.config import API_PATH, normalize_server
 from pai.sdk.connections import Connections
-from pai.sdk.errors import PaiError, ServerUnavailableError, error_from_response
+from pai.sdk.errors import (
+    PaiError,
+    ServerNotTrustedError,
+    ServerUnavailableError,
+    error_from_response,
+)
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10.0
@@ -37,6 +45,8 @@ SAFE_METHODS = ("GET", "HEAD")
 
 Params = Mapping[str, str | int]
 T = TypeVar("T")
+RetryListener = Callable[[PaiError, float], None]
+"""Called once per request that starts waiting: the error, and the most seconds it will wait."""
 
 
 class Transport:
@@ -50,11 +60,13 @@ class Transport:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         retry_for: float = RETRY_FOR,
+        on_retry: RetryListener | None = None,
     ) -> None:
         self.server = normalize_server(server)
         self.api_url = f"{self.server}{API_PATH}"
         self.timeout = timeout
         self.retry_for = retry_for
+        self.on_retry = on_retry
         self.has_token = bool(token)
         headers = {"User-Agent": f"pai-sdk/{pai.__version__}"}
         if token:
@@ -98,12 +110,16 @@ class Transport:
     def _again_while_unavailable(self, attempt: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.retry_for
         pause = FIRST_PAUSE
+        waiting = False
         while True:
             try:
                 return attempt()
             except PaiError as error:
                 if not _passing(error) or time.monotonic() + pause > deadline:
                     raise
+                if not waiting and self.on_retry is not None:
+                    self.on_retry(error, deadline - time.monotonic())
+                waiting = True
                 asked = getattr(error, "retry_after", None)
                 wait = min(MAX_PAUSE, asked) if asked else pause
                 time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
@@ -164,14 +180,28 @@ class Transport:
                 None, None, f"the PAI server at {self.server} did not answer in time"
             ) from None
         except httpx.TransportError as exc:
-            raise ServerUnavailableError(
+            kind = ServerNotTrustedError if _tls_refused(exc) else ServerUnavailableError
+            raise kind(
                 None, None, f"cannot reach the PAI server at {self.server}: {_reason(exc)}"
             ) from None
 
 
 def _passing(error: PaiError) -> bool:
     """Whether the failure may pass by itself: no answer, or the server's store unavailable."""
+    if isinstance(error, ServerNotTrustedError):
+        return False
     return isinstance(error, ServerUnavailableError) or error.status in RETRIED_STATUSES
+
+
+def _tls_refused(error: BaseException) -> bool:
+    """Whether the connection failed in its TLS handshake (an untrusted certificate, a
+    protocol the two ends do not share), as far down the chain of causes as it goes."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _reason(error: Exception) -> str:
