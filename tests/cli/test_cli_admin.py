@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from pathlib import Path
 
-from pai_runner import Pai, single_error
+from pai_runner import Pai, make_pai, single_error
 
 from server.harness import RunningServer
 
@@ -76,6 +77,26 @@ def test_an_admin_sets_a_password(admin_pai: Pai, pai: Pai, pai_server: RunningS
 
     assert result.returncode == 0, result.stderr
     pai.login(pai_server, username, "password2")
+
+
+def test_an_admin_revokes_a_users_tokens_at_once(
+    admin_pai: Pai, pai_server: RunningServer, tmp_path: Path
+) -> None:
+    username = unique("erin")
+    admin_pai.run("user", "create", username, "--password", "password1")
+    erin = make_pai(tmp_path / "erin")  # her own machine, her own saved token
+    erin.login(pai_server, username, "password1")
+    assert erin.run("whoami").returncode == 0
+
+    result = admin_pai.run("user", "revoke-tokens", username)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"the tokens of user '{username}' are revoked\n"
+    assert single_error(erin.run("whoami")) == (
+        "error: the token has been revoked (UnauthorizedUserError); log in again with `pai login`"
+    )
+    erin.login(pai_server, username, "password1")  # she may sign in again
+    assert erin.run("whoami").returncode == 0
 
 
 def test_a_user_cannot_administer(admin_pai: Pai, pai: Pai, pai_server: RunningServer) -> None:

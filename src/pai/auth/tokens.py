@@ -102,7 +102,7 @@ class TokenService:
                 self._decoded.clear()
             self._decoded[digest] = claims
         elif claims.expires_at is not None and claims.expires_at <= datetime.now(UTC):
-            raise UnauthorizedUserError("the token has expired; log in again")
+            raise UnauthorizedUserError("the token has expired")
         return claims
 
     def _checked_claims(self, token: str, digest: str) -> TokenClaims:
@@ -114,7 +114,7 @@ class TokenService:
                 options={"require": ["username", "application", "iat"]},
             )
         except jwt.ExpiredSignatureError:
-            raise UnauthorizedUserError("the token has expired; log in again") from None
+            raise UnauthorizedUserError("the token has expired") from None
         except jwt.InvalidTokenError:
             raise UnauthorizedUserError("the token is not valid for this cluster") from None
         username, application = payload["username"], payload["application"]
@@ -134,14 +134,14 @@ class TokenService:
         (not revoked); `UnauthorizedUserError` otherwise. It only reads: see `use_to_record`."""
         bearer = identity.find_token_bearer(session, claims.token_hash)
         if bearer is None or bearer.username != claims.username:
-            raise UnauthorizedUserError("the token has been revoked; log in again")
+            raise UnauthorizedUserError("the token has been revoked")
         self.check_expiry(bearer)
         return bearer
 
     def check_expiry(self, bearer: identity.TokenBearer) -> None:
         """Refuse a token past the expiry recorded with it."""
         if bearer.expires_at is not None and bearer.expires_at <= self._clock():
-            raise UnauthorizedUserError("the token has expired; log in again")
+            raise UnauthorizedUserError("the token has expired")
 
     def use_to_record(self, bearer: identity.TokenBearer) -> datetime | None:
         """When to record as the token's last use (now), or None while the recorded one is

@@ -89,6 +89,13 @@ def set_password(
         out().print(client.set_password(username, secret))
 
 
+@user_app.command("revoke-tokens")
+def revoke_tokens(username: UserArgument, server: ServerOption = None) -> None:
+    """Revoke every token of a user at once; they can log in again unless refused."""
+    with connect(server) as client:
+        out().print(client.revoke_user_tokens(username))
+
+
 @user_app.command("add-group")
 def add_group(username: UserArgument, group: GroupArgument, server: ServerOption = None) -> None:
     """Add a user to a group."""

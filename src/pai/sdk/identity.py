@@ -188,6 +188,11 @@ class IdentityApi(ApiBase):
         """Delete a user (admin)."""
         return _message(self._transport.send("DELETE", f"/users/{segment(username)}"))
 
+    def revoke_user_tokens(self, username: str) -> str:
+        """Revoke every token of a user at once, user and application tokens (admin): for
+        someone who has left, or whose directory group no longer grants them access."""
+        return _message(self._transport.send("DELETE", f"/users/{segment(username)}/tokens"))
+
     def add_user_to_group(self, username: str, group: str) -> str:
         """Add a user to a group (admin)."""
         path = f"/users/{segment(username)}/group"
