@@ -99,6 +99,12 @@ def test_an_admin_revokes_a_users_tokens_at_once(
     assert erin.run("whoami").returncode == 0
 
 
+def test_an_empty_user_name_is_refused_before_anything_is_sent(admin_pai: Pai) -> None:
+    result = admin_pai.run("user", "revoke-tokens", "")
+
+    assert single_error(result) == "error: '' is not a name: a name cannot be empty, '.' or '..'"
+
+
 def test_a_user_cannot_administer(admin_pai: Pai, pai: Pai, pai_server: RunningServer) -> None:
     username = unique("dave")
     admin_pai.run("user", "create", username, "--password", "password1")

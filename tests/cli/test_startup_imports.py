@@ -128,3 +128,17 @@ def test_a_command_runs_with_the_garbage_collector_on(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "collecting True"
+
+
+def test_pai_also_runs_as_a_module(tmp_path: Path) -> None:
+    env = {"PAI_CONFIG": str(tmp_path / "no-config"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pai.cli.main", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Usage: " in done.stdout

@@ -46,3 +46,11 @@ def test_a_client_with_only_a_token_learns_its_user(
             client.job("no-such-job")
 
     assert f"{alice.username}~no-such-job" in caught.value.message
+
+
+@pytest.mark.parametrize("name", ["", ".", ".."])
+def test_a_segment_that_would_name_another_path_is_refused(name: str) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        segment(name)
+
+    assert str(refused.value) == f"{name!r} is not a name: a name cannot be empty, '.' or '..'"

@@ -216,13 +216,13 @@ def main() -> None:
         gc.freeze()
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _skip_httpx_command_line() -> None:
     """httpx loads its own command-line client (with click and pygments) whenever those happen
     to be installed, as they are beside PAI's server; `pai` never uses it, and it is about a
     quarter of a server command's start. Marked absent, httpx leaves it out, as it does where
     they are not installed."""
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

@@ -30,5 +30,9 @@ def framework_name(name: str, username: str | None) -> str:
 
 
 def segment(value: str | int) -> str:
-    """`value` quoted as one URL path segment (a tag or a role name cannot escape its place)."""
-    return quote(str(value), safe=SEPARATOR)
+    """`value` quoted as one URL path segment (a tag or a role name cannot escape its place).
+    An empty value, `.` or `..` would name another path than the one meant, so none is sent."""
+    text = str(value)
+    if text in ("", ".", ".."):
+        raise InvalidArgumentError(f"{text!r} is not a name: a name cannot be empty, '.' or '..'")
+    return quote(text, safe=SEPARATOR)

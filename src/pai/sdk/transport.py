@@ -115,7 +115,7 @@ class Transport:
             try:
                 return attempt()
             except PaiError as error:
-                if not _passing(error) or time.monotonic() + pause > deadline:
+                if not _passing(error) or time.monotonic() >= deadline:
                     raise
                 if not waiting and self.on_retry is not None:
                     self.on_retry(error, deadline - time.monotonic())

@@ -139,11 +139,13 @@ def node_list(
     return NodeList(items=[_node(cluster, node, engine.get(node.name)) for node in snapshot.nodes])
 
 
-def _not_ready_reason(engine: NodeState | None) -> str:
-    """`NodeUnreachable`, `NodeGone`, ...: the engine's condition, as Kubernetes spells one."""
+def _not_ready(engine: NodeState | None) -> tuple[str, str]:
+    """Why a node is not ready, as a Kubernetes reason (`NodeUnreachable`, `NodeGone`, ...:
+    the engine's condition) and message (the engine's own words, where it has some)."""
+    message = engine.message if engine and engine.message else "the scheduler marked it bad"
     if engine is None or engine.condition is EngineCondition.ALIVE:
-        return "NodeUnhealthy"
-    return f"Node{engine.condition.value.capitalize()}"
+        return "NodeUnhealthy", message
+    return f"Node{engine.condition.value.capitalize()}", message
 
 
 def pod_list(jobs: Iterable[JobRow], namespace: str | None = None) -> PodList:
@@ -160,15 +162,11 @@ def _node(cluster: ClusterConfig, node: NodeSnapshot, engine: NodeState | None) 
         memory_mb=sku.memory_mb * node.total_leaves,
         gpu=sku.gpu * node.total_leaves,
     )
+    reason, message = (
+        ("KubeletReady", "the node is healthy") if node.healthy else _not_ready(engine)
+    )
     ready = NodeCondition(
-        type="Ready",
-        status="True" if node.healthy else "False",
-        reason="KubeletReady" if node.healthy else _not_ready_reason(engine),
-        message=(
-            "the node is healthy"
-            if node.healthy
-            else (engine.message if engine and engine.message else "the scheduler marked it bad")
-        ),
+        type="Ready", status="True" if node.healthy else "False", reason=reason, message=message
     )
     return Node(
         metadata=ObjectMeta(

@@ -158,6 +158,10 @@ class _Link:
         self.ready = self.polling = False
         self.ack = 0
 
+    def silent_since(self) -> datetime:
+        """When the agent last answered (now, if it never has)."""
+        return self.last_answer_at or utc_now()
+
     def asked(self, now: float) -> None:
         if self.asked_at is None:
             self.asked_at = now
@@ -401,9 +405,9 @@ class RayExecutor:
             and link.asked_at is not None
             and now - link.asked_at > self._poll_timeout
         ):
-            since = link.last_answer_at or utc_now()
+            since = link.silent_since().isoformat(timespec="seconds")
             link.unreachable = (
-                f"unreachable since {since.isoformat(timespec='seconds')}: PAI's agent on node "
+                f"unreachable since {since}: PAI's agent on node "
                 f"{link.node} does not answer; its tasks stop by themselves after "
                 f"{self._node_timeout:g} s without the control plane and are retried elsewhere "
                 "once their grace period has passed too"
@@ -416,13 +420,12 @@ class RayExecutor:
                 continue
             reached = link.last_answer if link.last_answer is not None else now
             if now >= reached + self._node_timeout + attempt.grace + FENCE_MARGIN:
-                since = link.last_answer_at or utc_now()
+                since = link.silent_since().isoformat(timespec="seconds")
                 self._finish(
                     key,
                     ExitCode.POD_NODE_LOST,
-                    f"node {link.node} was unreachable since "
-                    f"{since.isoformat(timespec='seconds')}: its agent has stopped the task "
-                    "there, and it is retried elsewhere",
+                    f"node {link.node} was unreachable since {since}: its agent has stopped "
+                    "the task there, and it is retried elsewhere",
                 )
 
     def _refresh_nodes(self) -> None:

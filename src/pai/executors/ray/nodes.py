@@ -104,10 +104,7 @@ def cluster_file_from_ray(ray_nodes: Sequence[RayNode]) -> dict[str, Any]:
     model, GPU count and CPU count, with the smallest memory of its machines in whole GiB.
     Nodes that offer neither CPUs nor GPUs (a head started with `--num-cpus 0`, to keep tasks
     off it) are left out."""
-    usable = sorted(
-        (node for node in ray_nodes if node.alive and (node.cpus > 0 or node.gpus > 0)),
-        key=lambda node: node.name,
-    )
+    usable = sorted(filter(_takes_tasks, ray_nodes), key=lambda node: node.name)
     if not usable:
         raise ValueError("the Ray cluster has no live node with CPUs or GPUs to run tasks on")
     memory: dict[tuple[str | None, int, int], int] = {}
@@ -148,11 +145,13 @@ def unlisted_nodes(cluster: ClusterConfig, ray_nodes: Sequence[RayNode]) -> list
     return [
         node
         for node in ray_nodes
-        if node.alive
-        and (node.cpus > 0 or node.gpus > 0)
-        and node.address not in listed
-        and node.name not in listed
+        if _takes_tasks(node) and node.address not in listed and node.name not in listed
     ]
+
+
+def _takes_tasks(node: RayNode) -> bool:
+    """A live node with CPUs or GPUs (not a head started with `--num-cpus 0`)."""
+    return node.alive and (node.cpus > 0 or node.gpus > 0)
 
 
 def _shape(node: RayNode) -> tuple[str | None, int, int]:
@@ -180,7 +179,7 @@ def _state(cluster: ClusterConfig, spec: NodeSpec, found: RayNode | None) -> Nod
     reported = {"GPU": found.gpus, "CPU": found.cpus, "MB": found.memory_mb}
     short = [unit for unit in ("GPU", "CPU") if reported[unit] < wanted[unit]]
     memory_short = reported["MB"] < wanted["MB"]
-    if memory_short and reported["MB"] < wanted["MB"] * (1 - MEMORY_TOLERANCE):
+    if reported["MB"] < wanted["MB"] * (1 - MEMORY_TOLERANCE):
         short.append("MB")
     if not short:
         if not memory_short:
