@@ -8,7 +8,7 @@ head and four workers in network namespaces of their own, eight slots each; need
 32 tasks spread over 4 hosts, and both engines are measured in the same run. With
 `--isolation container` the local executor's jobs also run with every task in a container of
 a busybox image already on the machine (podman, a runtime configuration and registry of the
-benchmark's own: `pai.executors.containersandbox`; needs root), next to host tasks in the
+benchmark's own: `pai.executors.sandboxes.containers`; needs root), next to host tasks in the
 same run and to the runtime's own floor: as many bare `podman run --detach` started at once.
 
     python benchmarks/launch.py [--json] [--runs N] [--engine local|ray]
@@ -32,10 +32,10 @@ from rich.table import Table
 from pai.auth.sealing import SecretBox
 from pai.cluster import ClusterConfig, load_cluster
 from pai.executors.base import Executor
-from pai.executors.containersandbox import ContainerSandbox
-from pai.executors.isolation import IsolationPolicy
+from pai.executors.isolation.policy import IsolationPolicy
 from pai.executors.local import LocalExecutor, kill_processes_under
-from pai.executors.taskfiles import SupervisorConfig
+from pai.executors.node.taskfiles import SupervisorConfig
+from pai.executors.sandboxes.containers import ContainerSandbox
 from pai.orchestrator.controller import Controller, ControllerSettings
 from pai.orchestrator.intents import find_job, prepare_job, record_job, request_stop
 from pai.runtime.ports import PortAllocator
@@ -223,7 +223,7 @@ def runtime_floor(sandbox: ContainerSandbox, image: str, tasks: int, runs: int) 
 
 
 def measure_ray(directory: Path, runs: int) -> list[dict[str, float]]:
-    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+    from pai.executors.sandboxes.ray import RaySandbox, WorkerSpec
 
     names = [f"w{i}" for i in range(1, RAY_WORKERS + 1)]
     workers = [WorkerSpec(name, cpus=SLOTS_PER_NODE) for name in names]

@@ -5,7 +5,7 @@ PAI does not wait for Ray: it shows a silent node unreachable within seconds and
 tasks once its agent has stopped them. Ray's own notice still decides when Ray drops the node,
 and the settings that shorten it are not the obvious ones: behind a cut network every health
 check waits for its timeout. For each setting, a Ray cluster of a head and one worker host in a
-network namespace of its own (`pai.executors.ray.sandbox`; needs root) is started, the worker's
+network namespace of its own (`pai.executors.sandboxes.ray`; needs root) is started, the worker's
 link is cut (its veth down), and the time until Ray lists the node dead is measured.
 
     python benchmarks/ray_notice.py [--json]
@@ -71,7 +71,7 @@ def main() -> None:
 
 
 def measure(head_env: dict[str, str]) -> dict[str, float]:
-    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+    from pai.executors.sandboxes.ray import RaySandbox, WorkerSpec
 
     # Short: Ray's socket paths live under it and must stay within the kernel's 107 bytes.
     with (

@@ -1,5 +1,5 @@
 """Fixtures for tests of container tasks: a container sandbox per test process (its own image
-store and a password-protected registry on 127.0.0.1, see `pai.executors.containersandbox`),
+store and a password-protected registry on 127.0.0.1, see `pai.executors.sandboxes.containers`),
 and the images the tests run: busybox, and a minimal Debian with Python 3 (built with
 debootstrap once per test run, whichever test process needs it first)."""
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pai.executors.containersandbox import (
+from pai.executors.sandboxes.containers import (
     ContainerSandbox,
     SandboxUnavailable,
     debian_python,

@@ -20,7 +20,7 @@ from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
 from pai.executors.base import Executor
 from pai.executors.local import LocalExecutor
-from pai.executors.taskfiles import SupervisorConfig
+from pai.executors.node.taskfiles import SupervisorConfig
 from pai.marketplace.builtin import ensure_builtin_items
 from pai.monitoring.actions import load_actions
 from pai.monitoring.alerts import AlertDesk

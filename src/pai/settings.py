@@ -57,7 +57,7 @@ from pathlib import Path
 from pai.authn_settings import AuthnSettings
 from pai.diskfloor import DiskFloor, DiskFloorError
 from pai.errors import ConfigurationError
-from pai.executors.isolation import (
+from pai.executors.isolation.policy import (
     AUTO,
     DEFAULT_PIDS_LIMIT,
     DEFAULT_TASK_USER,
@@ -118,7 +118,7 @@ class Settings:
 
     @property
     def isolation_policy(self) -> IsolationPolicy:
-        """How every node runs tasks (`pai.executors.isolation`)."""
+        """How every node runs tasks (`pai.executors.isolation.policy`)."""
         return IsolationPolicy(
             self.isolation, self.container_runtime, self.task_user, self.task_pids_limit
         )

@@ -16,7 +16,7 @@ import yaml
 from e2e.pai_process import PaiUp, running
 from e2e.test_interactive_ssh import JOB as SSH_JOB
 from e2e.test_interactive_ssh import run_in_task, wait_for_ssh
-from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.sandboxes.containers import ContainerSandbox
 from pai.sdk import Client
 
 pytestmark = pytest.mark.slow

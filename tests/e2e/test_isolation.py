@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from e2e.pai_process import PaiUp, running
-from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.sandboxes.containers import ContainerSandbox
 from pai.sdk import Client
 from pai.sdk.errors import NotFoundError
 

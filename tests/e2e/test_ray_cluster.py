@@ -1,7 +1,7 @@
 """PAI on a real multi-host Ray cluster: `pai up --engine ray`, driven through its REST API.
 
 The cluster is a Ray head on this machine and two workers, each in a network namespace of its
-own with its own address (`pai.executors.ray.sandbox`), so a job's tasks run on distinct hosts
+own with its own address (`pai.executors.sandboxes.ray`), so a job's tasks run on distinct hosts
 and talk over a network. Each worker declares two GPUs to Ray (`ray start --num-gpus 2`) that
 the machine lacks: binding a task to GPUs is handing it the indices the scheduler chose, which
 the tasks print. The cluster file also names a third node that never joins Ray.
@@ -54,7 +54,7 @@ def ray_sandbox_root(requirement: Callable[[bool, str], None], prefix: str) -> P
     requirement(sys.platform == "linux" and os.geteuid() == 0, "network namespaces need root")
     requirement(shutil.which("ip") is not None, "iproute2 (`ip`) is not installed")
     try:
-        import pai.executors.ray.sandbox  # noqa: F401 - Ray, with the `ray` extra
+        import pai.executors.sandboxes.ray  # noqa: F401 - Ray, with the `ray` extra
     except ImportError:
         requirement(False, "Ray is not installed (pip install 'pai[ray]')")
         raise
@@ -64,7 +64,7 @@ def ray_sandbox_root(requirement: Callable[[bool, str], None], prefix: str) -> P
 
 @pytest.fixture(scope="module")
 def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
-    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+    from pai.executors.sandboxes.ray import RaySandbox, WorkerSpec
 
     root = ray_sandbox_root(requirement, "pai-ray-")
     cluster = RaySandbox(root, [WorkerSpec(name, cpus=4, gpus=2) for name in WORKERS])
@@ -74,7 +74,7 @@ def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def platform(sandbox: object) -> Iterator[PaiUp]:
-    from pai.executors.ray.sandbox import RaySandbox
+    from pai.executors.sandboxes.ray import RaySandbox
 
     assert isinstance(sandbox, RaySandbox)
     nodes = "\n".join(

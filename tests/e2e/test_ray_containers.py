@@ -1,5 +1,5 @@
 """Containers on a real multi-host Ray cluster: `pai up --engine ray` with PAI_ISOLATION=container,
-two worker hosts (network namespaces with addresses of their own, `pai.executors.ray.sandbox`)
+two worker hosts (network namespaces with addresses of their own, `pai.executors.sandboxes.ray`)
 whose agents start each task in a container of its image, pulled from the tests' registry.
 PAI's parameter-server example spreads over both hosts, and its tasks talk over the network.
 """
@@ -16,7 +16,7 @@ import yaml
 from e2e.pai_process import PaiUp
 from e2e.test_container_jobs import in_image
 from e2e.test_ray_cluster import alive, ray_sandbox_root, wait_until
-from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.sandboxes.containers import ContainerSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 WORKERS = ("w1", "w2")
@@ -35,7 +35,7 @@ def ray_containers(
     container_sandbox: ContainerSandbox, requirement: Callable[[bool, str], None]
 ) -> Iterator[RayContainers]:
     root = ray_sandbox_root(requirement, "pai-rayc-")
-    from pai.executors.ray.sandbox import RaySandbox, WorkerSpec
+    from pai.executors.sandboxes.ray import RaySandbox, WorkerSpec
 
     with pytest.MonkeyPatch.context() as patch:
         for name, value in container_sandbox.env.items():

@@ -14,11 +14,11 @@ import psutil
 import pytest
 
 from pai.executors.base import TaskEvent, TaskEventKind, TaskLaunch, TaskResult
-from pai.executors.containersandbox import ContainerSandbox
-from pai.executors.images import RegistryAuth
-from pai.executors.isolation import IsolationPolicy
+from pai.executors.isolation.images import RegistryAuth
+from pai.executors.isolation.policy import IsolationPolicy
 from pai.executors.local import LocalExecutor, kill_processes_under
-from pai.executors.taskfiles import SupervisorConfig, TaskFiles
+from pai.executors.node.taskfiles import SupervisorConfig, TaskFiles
+from pai.executors.sandboxes.containers import ContainerSandbox
 
 WAIT_SECONDS = 30.0
 FAST_CONFIG = SupervisorConfig(stop_grace_seconds=2.0, poll_interval=0.05)

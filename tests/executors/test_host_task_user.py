@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pai.executors.base import LogStream
-from pai.executors.isolation import IsolationPolicy
-from pai.executors.mounts import Mount
+from pai.executors.isolation.mounts import Mount
+from pai.executors.isolation.policy import IsolationPolicy
 
 if TYPE_CHECKING:
     from conftest import Harness

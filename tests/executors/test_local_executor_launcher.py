@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from pai.executors.base import LogStream, TaskEventKind
-from pai.executors.launcher import LAUNCHERS
+from pai.executors.node.launcher import LAUNCHERS
 
 if TYPE_CHECKING:
     from conftest import Harness
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def launchers_of(harness: Harness) -> list[psutil.Process]:
     """The executor's launchers: the live children of this process that serve its state
     directory (the supervisors they fork share their command line but are not our children)."""
-    wanted = f"pai.executors.launcher {harness.root / 'state'}"
+    wanted = f"pai.executors.node.launcher {harness.root / 'state'}"
     found = []
     for child in psutil.Process().children():
         try:

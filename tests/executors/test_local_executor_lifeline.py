@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from pai.executors.base import LogStream, TaskEventKind
-from pai.executors.taskfiles import ProcessIdentity, TaskFiles
+from pai.executors.node.taskfiles import ProcessIdentity, TaskFiles
 
 if TYPE_CHECKING:
     from conftest import Harness

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from pai.executors.base import KillReason, TaskEventKind
-from pai.executors.taskfiles import TaskFiles
+from pai.executors.node.taskfiles import TaskFiles
 
 if TYPE_CHECKING:
     from conftest import Harness

@@ -10,7 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from pai.executors.base import KillReason, LogStream, TaskEventKind, TaskPhase
-from pai.executors.taskfiles import TaskFiles
+from pai.executors.node.taskfiles import TaskFiles
 
 if TYPE_CHECKING:
     from conftest import Harness
@@ -23,7 +23,7 @@ import sys, time
 from pathlib import Path
 from pai.executors.base import TaskLaunch
 from pai.executors.local import LocalExecutor
-from pai.executors.taskfiles import SupervisorConfig
+from pai.executors.node.taskfiles import SupervisorConfig
 
 root = Path(sys.argv[1])
 executor = LocalExecutor(root / "state", config=SupervisorConfig(poll_interval=0.05))

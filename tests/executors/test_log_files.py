@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pai.diskfloor import DiskFloor, RoomWatch
-from pai.executors.logfiles import CappedLogWriter, LogReader, follow_log, read_log
+from pai.executors.node.logfiles import CappedLogWriter, LogReader, follow_log, read_log
 
 MIB = 1024 * 1024
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pai.executors.base import TaskEventKind
-from pai.executors.usage import GpuProbe
+from pai.executors.node.usage import GpuProbe
 
 if TYPE_CHECKING:
     from conftest import Harness

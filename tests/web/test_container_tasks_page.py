@@ -11,7 +11,7 @@ from browsing import log_in, type_job
 from playwright.sync_api import Locator, Page, expect
 
 from e2e.test_container_jobs import in_image
-from pai.executors.containersandbox import ContainerSandbox
+from pai.executors.sandboxes.containers import ContainerSandbox
 from server.harness import Credentials, RunningServer, serve_platform, server_settings
 from server.jobapi import job_yaml
 

@@ -23,7 +23,7 @@ from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_clus
 from pai.cluster.model import ClusterConfig
 from pai.diskfloor import room
 from pai.errors import ConfigurationError
-from pai.executors.isolation import IsolationError, resolve
+from pai.executors.isolation.policy import IsolationError, resolve
 from pai.executors.ray.nodes import (
     RayNode,
     cluster_from_ray,

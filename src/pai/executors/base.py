@@ -15,12 +15,12 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pai.executors.images import RegistryAuth
-from pai.executors.mounts import Mount
+from pai.executors.isolation.images import RegistryAuth
+from pai.executors.isolation.mounts import Mount
 from pai.runtime.classification import Classification, ExitCode
 
 if TYPE_CHECKING:
-    from pai.executors.usage import Usage
+    from pai.executors.node.usage import Usage
 
 TASK_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.~-]{0,199}$")
 
@@ -73,7 +73,7 @@ class TaskLaunch:
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
     docker_image: str | None = None
     mounts: tuple[Mount, ...] = ()
-    """Storages the task sees at their mount paths (`pai.executors.mounts`)."""
+    """Storages the task sees at their mount paths (`pai.executors.isolation.mounts`)."""
     stop_grace_seconds: float | None = None
     """From SIGTERM to SIGKILL when the task is stopped (None: the executor's default)."""
     cpus: float | None = None

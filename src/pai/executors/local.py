@@ -2,13 +2,13 @@
 
 Every node of the cluster file maps to its own loopback address (127.0.0.N) on this machine, so
 multi-node jobs are real here: each task binds its node's address and reaches its peers at
-theirs. Where a task runs is the machine's isolation (`pai.executors.isolation`): in a
+theirs. Where a task runs is the machine's isolation (`pai.executors.isolation.policy`): in a
 container of its job's image, or directly on the host, which runtime.log, the task's placement
 and its result say (`isolation`).
 
-State lives in `<state_dir>/tasks/<task key>/` (see `pai.executors.taskfiles`); logs live in the
-launch's log directory. Polling `events()` looks only at the tasks still running, with one or two
-`open` calls each, and checks a supervisor's pid (with its start time, against pid reuse) once a
+State lives in `<state_dir>/tasks/<task key>/` (see `pai.executors.node.taskfiles`); logs live in
+the launch's log directory. Polling `events()` looks only at the tasks still running, with one or
+two `open` calls each, and checks a supervisor's pid (with its start time, against pid reuse) once a
 `liveness_interval`.
 """
 
@@ -48,11 +48,11 @@ from pai.executors.base import (
     UnknownTaskError,
     check_task_key,
 )
-from pai.executors.containers import ContainerError, container_name, names_labelled, remove
-from pai.executors.isolation import CONTAINER, RUNTIME_ENV, NodeIsolation, resolve
-from pai.executors.launcher import SupervisorLauncher
-from pai.executors.logfiles import follow_log, read_log
-from pai.executors.taskfiles import (
+from pai.executors.isolation.policy import CONTAINER, RUNTIME_ENV, NodeIsolation, resolve
+from pai.executors.isolation.runtime import ContainerError, container_name, names_labelled, remove
+from pai.executors.node.launcher import SupervisorLauncher
+from pai.executors.node.logfiles import follow_log, read_log
+from pai.executors.node.taskfiles import (
     MIB,
     LaunchRecord,
     StartedCommand,
@@ -60,7 +60,7 @@ from pai.executors.taskfiles import (
     TaskFiles,
     utc_now,
 )
-from pai.executors.usage import RunningTask, Usage, UsageSampler
+from pai.executors.node.usage import RunningTask, Usage, UsageSampler
 from pai.runtime.classification import ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 

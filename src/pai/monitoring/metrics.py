@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from pai.executors.base import NodeCondition
-from pai.executors.usage import NodeUsage, TaskUsage
+from pai.executors.node.usage import NodeUsage, TaskUsage
 from pai.monitoring.monitor import Monitor
 from pai.orchestrator.controller import FINAL_STATES, Controller
 from pai.scheduler.types import GPU_MILLI

@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from pai.cluster.model import ClusterConfig
 from pai.executors.base import Executor
-from pai.executors.usage import NodeUsage, TaskUsage
+from pai.executors.node.usage import NodeUsage, TaskUsage
 from pai.monitoring.history import CLUSTER, NODE, TASK, VC, UsageHistory
 from pai.scheduler.types import ClusterSnapshot
 from pai.store import Database

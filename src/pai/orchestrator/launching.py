@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from pai.executors.base import TaskLaunch
-from pai.executors.images import RegistryAuth
-from pai.executors.isolation import CONTAINER
+from pai.executors.isolation.images import RegistryAuth
+from pai.executors.isolation.policy import CONTAINER
 from pai.orchestrator import framework as fw
 from pai.orchestrator.active import ActiveJob, share_fields, task_key
 from pai.protocol import substitute_secrets

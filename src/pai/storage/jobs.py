@@ -7,7 +7,7 @@ when it is not shared, and its sealed credentials) is recorded with the job, so 
 and retry of its tasks mounts the same thing whatever becomes of the storage.
 
 At launch (`JobStorages.attach`) a task gets, for each storage:
-- a directory storage: a bind mount at its mount path (`pai.executors.mounts`);
+- a directory storage: a bind mount at its mount path (`pai.executors.isolation.mounts`);
 - an S3 storage: its address in variables, and its credentials exported by the task's script
   (which reaches the task through a pipe, never a file, like the job's own secrets).
 `PAI_STORAGES` lists the names; `PAI_STORAGE_<NAME>` (upper case, `-` as `_`) is where the
@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from pai.auth.permissions import Principal
 from pai.errors import ForbiddenUserError, InvalidProtocolError, NoStorageError
 from pai.executors.base import TaskLaunch
-from pai.executors.mounts import Mount
+from pai.executors.isolation.mounts import Mount
 from pai.protocol import field_problem
 from pai.storage.access import Credentials, may_use, visible_storages
 from pai.storage.kinds import DIRECTORY, S3Location

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pai.executors.containers import ContainerError, bind_option, gpu_arguments
-from pai.executors.images import RegistryAuth, auth_file, full_name, pulled_every_time
-from pai.executors.isolation import IsolationError, IsolationPolicy
-from pai.executors.mounts import Mount
+from pai.executors.isolation.images import RegistryAuth, auth_file, full_name, pulled_every_time
+from pai.executors.isolation.mounts import Mount
+from pai.executors.isolation.policy import IsolationError, IsolationPolicy
+from pai.executors.isolation.runtime import ContainerError, bind_option, gpu_arguments
 
 
 @pytest.mark.parametrize(

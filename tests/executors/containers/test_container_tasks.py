@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pai.executors.base import KillReason, LogStream, TaskEventKind
-from pai.executors.containersandbox import ContainerSandbox
-from pai.executors.images import RegistryAuth
-from pai.executors.mounts import Mount
-from pai.executors.taskfiles import TaskFiles
+from pai.executors.isolation.images import RegistryAuth
+from pai.executors.isolation.mounts import Mount
+from pai.executors.node.taskfiles import TaskFiles
+from pai.executors.sandboxes.containers import ContainerSandbox
 
 if TYPE_CHECKING:
     from conftest import Harness

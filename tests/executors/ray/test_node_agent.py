@@ -25,8 +25,8 @@ from pai.executors.base import (
     TaskPhase,
 )
 from pai.executors.local import kill_processes_under
+from pai.executors.node.taskfiles import SupervisorConfig
 from pai.executors.ray.agent import LogChunk, NodeAgent
-from pai.executors.taskfiles import SupervisorConfig
 
 CONFIG = SupervisorConfig(stop_grace_seconds=1.0, poll_interval=0.05)
 WAIT = 30.0

@@ -5,5 +5,6 @@ detached, named agent actor, pinned to that node, starts the node's tasks under 
 (`pai.executors.ray.agent`); the control plane's `RayExecutor` sends it launches and stops,
 collects what happened and a copy of every task's logs, and watches Ray's node membership
 (`pai.executors.ray.executor`). `pai.executors.ray.nodes` matches Ray's nodes to the cluster file.
-Only `executor` and `sandbox` import Ray itself, so the rest loads without the `ray` extra.
+Only `executor` (and the test sandbox, `pai.executors.sandboxes.ray`) import Ray itself, so the
+rest loads without the `ray` extra.
 """

@@ -43,9 +43,9 @@ from pai.executors.base import (
     TaskStatus,
 )
 from pai.executors.local import LocalExecutor
-from pai.executors.logfiles import LogReader, previous_segment
-from pai.executors.taskfiles import ProcessIdentity, SupervisorConfig
-from pai.executors.usage import Usage
+from pai.executors.node.logfiles import LogReader, previous_segment
+from pai.executors.node.taskfiles import ProcessIdentity, SupervisorConfig
+from pai.executors.node.usage import Usage
 from pai.runtime.exitspec import ExitSpecSource
 
 log = logging.getLogger(__name__)

@@ -48,12 +48,12 @@ from pai.executors.base import (
     UnknownTaskError,
     check_task_key,
 )
-from pai.executors.isolation import HOST
+from pai.executors.isolation.policy import HOST
+from pai.executors.node.taskfiles import SupervisorConfig, utc_now
+from pai.executors.node.usage import Usage
 from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
 from pai.executors.ray.mirror import LogMirror
 from pai.executors.ray.nodes import RayNode, match_nodes, unlisted_nodes
-from pai.executors.taskfiles import SupervisorConfig, utc_now
-from pai.executors.usage import Usage
 from pai.runtime.classification import ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 

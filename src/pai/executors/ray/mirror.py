@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pai.executors.base import LogStream, UnknownTaskError, check_task_key
-from pai.executors.logfiles import CappedLogWriter, follow_log, previous_segment, read_log
+from pai.executors.node.logfiles import CappedLogWriter, follow_log, previous_segment, read_log
 
 COMPLETE_FILE = ".complete"
 

@@ -31,7 +31,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from pai.executors.sandbox import Sandbox
+from pai.executors.sandboxes.base import Sandbox
 
 REGISTRY_USER = "pai"
 DEBIAN_SUITE = "bookworm"

@@ -32,8 +32,8 @@ import psutil
 
 from pai.diskfloor import DiskFloor
 from pai.executors.base import KillReason, TaskLaunch, TaskResult
-from pai.executors.isolation import HOST, IsolationPolicy, TaskUser
-from pai.executors.mounts import Mount
+from pai.executors.isolation.mounts import Mount
+from pai.executors.isolation.policy import HOST, IsolationPolicy, TaskUser
 
 LAUNCH_FILE = "launch.json"
 SUPERVISOR_FILE = "supervisor.json"

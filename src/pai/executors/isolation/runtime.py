@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pai.executors.mounts import Mount
-from pai.executors.taskfiles import Exited
+from pai.executors.isolation.mounts import Mount
+from pai.executors.node.taskfiles import Exited
 
 SCRIPT_FD, STARTED_FD, STDOUT_FD, STDERR_FD = 3, 4, 5, 6
 PRESERVED_FDS = 4

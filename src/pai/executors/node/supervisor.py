@@ -1,19 +1,19 @@
 """Runs one task attempt on its node and records how it ended.
 
-The executor has `pai.executors.launcher` fork a supervisor per task, in a session of its own,
+The executor has `pai.executors.node.launcher` fork a supervisor per task, in a session of its own,
 and hand it the task's script (and its other secrets: registry credentials, SSH keys). The
 supervisor outlives the control plane, so a restart of the platform leaves running tasks alone;
-the executor finds them again through the task directory (see `pai.executors.taskfiles`).
+the executor finds them again through the task directory (see `pai.executors.node.taskfiles`).
 
 What it does for the task, in order: checks that the task's ports are free on its node address
-(busy: 253, as OpenPAI's port checker); starts the task as its node's isolation says, in a
-container of its image (`pai.executors.containertask`, pulling the image first when needed) or
-on the host (`pai.executors.hosttask`, storages mounted in a mount namespace of the task's own);
+(busy: 253, as OpenPAI's port checker); starts the task as its node's isolation says, in a container
+of its image (`pai.executors.isolation.container`, pulling the image first when needed) or on the
+host (`pai.executors.isolation.host`, storages mounted in a mount namespace of the task's own);
 copies the task's stdout and stderr into capped log files; ends the task on request (SIGTERM to
-every process of it, then SIGKILL after the grace period) or when it exceeds memoryMB (the
-kernel's OOM kill in a container; on the host the supervisor watches the resident memory of the
-task's processes and kills them, code -1200 either way), and finally classifies the exit with
-the exit spec and writes result.json atomically.
+every process of it, then SIGKILL after the grace period) or when it exceeds memoryMB (the kernel's
+OOM kill in a container; on the host the supervisor watches the resident memory of the task's
+processes and kills them, code -1200 either way), and finally classifies the exit with the exit spec
+and writes result.json atomically.
 
 The supervisor makes itself a child subreaper, so processes the task orphans (daemonised,
 `setsid`), and a container's monitor, stay its descendants: none of them survives the task.
@@ -45,13 +45,13 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pai.diskfloor import RoomWatch
 from pai.executors.base import LogStream, TaskResult
-from pai.executors.containertask import ContainerPlan, ContainerRun, StartFailed
-from pai.executors.hosttask import HostRun, kill_descendants
-from pai.executors.images import PullFailed, RegistryAuth
-from pai.executors.isolation import CONTAINER, RUNTIME_ENV
-from pai.executors.logfiles import READ_CHUNK, CappedLogWriter, read_log
-from pai.executors.mounts import MountFailed
-from pai.executors.taskfiles import (
+from pai.executors.isolation.container import ContainerPlan, ContainerRun, StartFailed
+from pai.executors.isolation.host import HostRun, kill_descendants
+from pai.executors.isolation.images import PullFailed, RegistryAuth
+from pai.executors.isolation.mounts import MountFailed
+from pai.executors.isolation.policy import CONTAINER, RUNTIME_ENV
+from pai.executors.node.logfiles import READ_CHUNK, CappedLogWriter, read_log
+from pai.executors.node.taskfiles import (
     MIB,
     Exited,
     LaunchRecord,
@@ -484,7 +484,7 @@ def _become_child_subreaper() -> None:
 
 def supervise(files: TaskFiles, script: bytes, secrets: dict[str, Any] | None = None) -> int:
     """Run the task recorded in `files` with `script` (and `secrets`: registry credentials,
-    SSH keys); the process's exit code. The caller (`pai.executors.launcher`) has made this
+    SSH keys); the process's exit code. The caller (`pai.executors.node.launcher`) has made this
     process a session of its own and recorded it."""
     record = files.launch()
     if record is None:

@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 
 from pai.executors.local import kill_processes_under
-from pai.executors.sandbox import Sandbox
+from pai.executors.sandboxes.base import Sandbox
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 # Ray's own ports on a worker: fixed, and below PAI's task ports (15000-40000).

@@ -3,9 +3,9 @@
 The supervisor is a child subreaper, so every process the task starts stays its descendant (the
 daemonised ones too): the task is the supervisor's whole tree, and that tree is what is
 signalled, killed and measured. The command runs in a process group of its own, in the working
-directory, with the task's environment; it starts through `pai.executors.mounts` when it needs
-a mount namespace (storages, or a task user whose view of PAI's home is hidden), which then
-execs bash under the same pid.
+directory, with the task's environment; it starts through `pai.executors.isolation.mounts` when
+it needs a mount namespace (storages, or a task user whose view of PAI's home is hidden), which
+then execs bash under the same pid.
 
 When PAI runs as root and host tasks run as an unprivileged user, the user is dropped to in
 that last step, after the namespace is made, so the task holds no privilege at all.
@@ -25,9 +25,9 @@ from typing import IO
 
 import psutil
 
-from pai.executors.mounts import Mount, mount_command, read_report
-from pai.executors.proctree import child_pids, tree_resident_bytes
-from pai.executors.taskfiles import Exited, LaunchRecord, ProcessIdentity
+from pai.executors.isolation.mounts import Mount, mount_command, read_report
+from pai.executors.node.proctree import child_pids, tree_resident_bytes
+from pai.executors.node.taskfiles import Exited, LaunchRecord, ProcessIdentity
 
 KILL_RETRY_INTERVAL = 0.05
 KILL_TIMEOUT = 30.0  # a process in uninterruptible sleep ignores SIGKILL until it wakes

@@ -1,4 +1,4 @@
-"""A task run in a container of its job's image (see `pai.executors.containers`).
+"""A task run in a container of its job's image (see `pai.executors.isolation.runtime`).
 
 The supervisor starts the container with `podman run --detach`; podman leaves behind its
 monitor (conmon), which is re-parented to the supervisor (a child subreaper), stays for the
@@ -26,8 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pai.executors.cgroups import Cgroup, OomWatch
-from pai.executors.containers import (
+from pai.executors.isolation.host import feed, reap_orphans
+from pai.executors.isolation.images import (
+    RegistryAuth,
+    auth_file,
+    full_name,
+    pull,
+    pull_lock,
+    pulled_every_time,
+)
+from pai.executors.isolation.mounts import Mount, MountFailed, prepare_source
+from pai.executors.isolation.runtime import (
     RUNTIME_TIMEOUT,
     SCRIPT_FD,
     ContainerError,
@@ -37,17 +46,8 @@ from pai.executors.containers import (
     remove,
     run_command,
 )
-from pai.executors.hosttask import feed, reap_orphans
-from pai.executors.images import (
-    RegistryAuth,
-    auth_file,
-    full_name,
-    pull,
-    pull_lock,
-    pulled_every_time,
-)
-from pai.executors.mounts import Mount, MountFailed, prepare_source
-from pai.executors.taskfiles import Exited, LaunchRecord, ProcessIdentity, TaskFiles
+from pai.executors.node.cgroups import Cgroup, OomWatch
+from pai.executors.node.taskfiles import Exited, LaunchRecord, ProcessIdentity, TaskFiles
 from pai.runtime.classification import ExitCode
 
 ENV_FILE = "container.env"

@@ -3,7 +3,7 @@
 The supervisor starts a host task that mounts storages (or whose view of PAI's home is hidden)
 as
 
-    python -m pai.executors.mounts REPORT_FD REQUEST_JSON -- bash /dev/fd/N
+    python -m pai.executors.isolation.mounts REPORT_FD REQUEST_JSON -- bash /dev/fd/N
 
 This process enters a new mount namespace (after a user namespace when it is not root, which
 gives it the right to mount there and nowhere else), makes every bind mount, and then execs
@@ -97,7 +97,13 @@ def mount_command(
         "hide": hide,
         "user": list(user) if user else None,
     }
-    argv = [sys.executable, "-m", "pai.executors.mounts", str(report_fd), json.dumps(request)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pai.executors.isolation.mounts",
+        str(report_fd),
+        json.dumps(request),
+    ]
     own = os.environ.get(PYTHONPATH)
     return [*argv, "--"], {**env, PYTHONPATH: own} if own is not None else env
 
@@ -256,7 +262,9 @@ def _mount(
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: python -m pai.executors.mounts REPORT_FD REQUEST_JSON -- COMMAND...")
+        print(
+            "usage: python -m pai.executors.isolation.mounts REPORT_FD REQUEST_JSON -- COMMAND..."
+        )
         return 2
     report_fd = int(argv[0])
     os.set_inheritable(report_fd, False)  # closed by the exec: the supervisor then reads EOF

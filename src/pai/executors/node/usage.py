@@ -21,9 +21,9 @@ from typing import Any
 
 import psutil
 
-from pai.executors.cgroups import Cgroup
-from pai.executors.proctree import ProcessCounters, descendant_pids, process_counters
-from pai.executors.taskfiles import utc_now
+from pai.executors.node.cgroups import Cgroup
+from pai.executors.node.proctree import ProcessCounters, descendant_pids, process_counters
+from pai.executors.node.taskfiles import utc_now
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A fresh `python` that imports the supervisor takes 60-80 ms and most of a core; a gang of 32
 tasks on a small machine then waits a second or more for its supervisors to boot. The local
-executor instead keeps a few launcher processes (`python -m pai.executors.launcher TASKS_DIR`)
+executor instead keeps a few launcher processes (`python -m pai.executors.node.launcher TASKS_DIR`)
 that have imported the supervisor once and fork a supervisor per task in about a millisecond,
 in parallel for the tasks of a gang.
 
@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pai.executors.supervisor import supervise
-from pai.executors.taskfiles import ProcessIdentity, TaskFiles
+from pai.executors.node.supervisor import supervise
+from pai.executors.node.taskfiles import ProcessIdentity, TaskFiles
 
 _LENGTH = struct.Struct(">I")
 LAUNCHER_LOG = "launcher.log"
@@ -139,7 +139,7 @@ class _Launcher:
             return self._process
         with open(self._tasks_dir.parent / LAUNCHER_LOG, "ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "pai.executors.launcher", str(self._tasks_dir)],
+                [sys.executable, "-m", "pai.executors.node.launcher", str(self._tasks_dir)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     that end a home's processes by command line find the launcher and what it forked."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m pai.executors.launcher TASKS_DIR", file=sys.stderr)
+        print("usage: python -m pai.executors.node.launcher TASKS_DIR", file=sys.stderr)
         return 2
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0
