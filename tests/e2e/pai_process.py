@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cli.pai_runner import Pai, make_pai
@@ -58,7 +59,9 @@ def spawn(
 def launch(
     arguments: list[str], *, home: Path, port: int, output: Path, env: Mapping[str, str]
 ) -> subprocess.Popen[bytes]:
-    """`spawn`, returned once the process listens on `port`."""
+    """`spawn`, returned once the process answers HTTP on `port`. An answer, not a connection:
+    the API workers of a `pai up` killed a moment ago may still hold the port while they stop,
+    and their listening socket takes connections that no one will answer."""
     process = spawn(arguments, home=home, output=output, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -66,9 +69,9 @@ def launch(
             printed = output.read_text(errors="replace")[-3000:]
             raise AssertionError(f"pai {arguments[0]} exited while starting:\n{printed}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process
-        except OSError:
+            httpx.get(f"http://127.0.0.1:{port}/api/v2/info", timeout=2)
+            return process
+        except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
     raise AssertionError(f"pai {arguments[0]} did not start listening within 60 s")
@@ -89,9 +92,14 @@ class PaiUp:
         self.process: subprocess.Popen[bytes] | None = None
         self.output = home.parent / f"{home.name}.out"  # what `pai up` prints, for debugging
 
-    def start(self, *options: str) -> None:
-        """`pai up` with `options` besides the port and the cluster file."""
+    def start(self, *options: str, default_layout: bool = False) -> None:
+        """`pai up` with `options` besides the port and the cluster file. Everything is served
+        from the one `pai up` process unless `options` or `default_layout` say otherwise: API
+        worker processes each import the whole platform, which would add seconds of the
+        tests' two cores to every start (test_scale_out.py runs the default layout)."""
         cluster = ["--cluster", str(self.cluster_file)] if self.cluster_file else []
+        if not default_layout and "--api-workers" not in options:
+            options = ("--api-workers", "0", *options)
         self.process = launch(
             ["up", "--port", str(self.port), *cluster, *options],
             home=self.home,
