@@ -72,6 +72,7 @@ PUMP_JOIN_TIMEOUT = 5.0
 SSH_READY_TIMEOUT = 30.0
 SSH_DIR = ".pai-ssh"
 IMAGE_LOCKS_DIR = "image-locks"
+IMAGE_PULLS_DIR = "image-pulls"
 RESULT_RETRY_INTERVAL = 1.0
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -250,12 +251,14 @@ class Supervisor:
             host.start(self._script)
             return host
         assert record.runtime is not None and record.container_name is not None
+        node_dir = self._files.directory.parent.parent
         plan = ContainerPlan(
             runtime=record.runtime,
             name=record.container_name,
             labels=record.container_labels,
             pids_limit=self._config.isolation.pids_limit,
-            locks_dir=self._files.directory.parent.parent / IMAGE_LOCKS_DIR,
+            locks_dir=node_dir / IMAGE_LOCKS_DIR,
+            pull_records=node_dir / IMAGE_PULLS_DIR,
         )
         runtime_env = {**inherited, **{n: os.environ[n] for n in RUNTIME_ENV if n in os.environ}}
         container = ContainerRun(
