@@ -32,11 +32,16 @@ def free_port() -> int:
 
 
 def spawn(
-    arguments: list[str], *, home: Path, output: Path, env: Mapping[str, str]
+    arguments: list[str],
+    *,
+    home: Path,
+    output: Path,
+    env: Mapping[str, str],
+    python: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`pai ARGUMENTS` in a process of its own with `home` and `env`; what it prints goes to
-    `output`."""
-    pai = Path(sys.executable).with_name("pai")
+    """`pai ARGUMENTS` in a process of its own with `home` and `env` (run by `python`, when
+    given, rather than this virtualenv's `pai`); what it prints goes to `output`."""
+    pai = Path(python or sys.executable).with_name("pai")
     environment = {
         **os.environ,
         "PAI_HOME": str(home),
@@ -49,7 +54,7 @@ def spawn(
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "ab") as stream:
         return subprocess.Popen(
-            [*pai_command(pai), *arguments],
+            [*pai_command(pai, str(python) if python else None), *arguments],
             env=environment,
             stdout=stream,
             stderr=subprocess.STDOUT,
@@ -57,12 +62,18 @@ def spawn(
 
 
 def launch(
-    arguments: list[str], *, home: Path, port: int, output: Path, env: Mapping[str, str]
+    arguments: list[str],
+    *,
+    home: Path,
+    port: int,
+    output: Path,
+    env: Mapping[str, str],
+    python: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """`spawn`, returned once the process answers HTTP on `port`. An answer, not a connection:
     the API workers of a `pai up` killed a moment ago may still hold the port while they stop,
     and their listening socket takes connections that no one will answer."""
-    process = spawn(arguments, home=home, output=output, env=env)
+    process = spawn(arguments, home=home, output=output, env=env, python=python)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -81,10 +92,16 @@ class PaiUp:
     """`pai up` in its own process, started and killed as an operator would."""
 
     def __init__(
-        self, home: Path, cluster_file: Path | None, env: Mapping[str, str] | None = None
+        self,
+        home: Path,
+        cluster_file: Path | None,
+        env: Mapping[str, str] | None = None,
+        python: Path | None = None,
     ) -> None:
-        """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes)."""
+        """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes);
+        `python`, the Python that runs PAI (default: this virtualenv's)."""
         self.home = home
+        self.python = python
         self.cluster_file = cluster_file
         self.extra_env = dict(env or {})
         self.port = free_port()
@@ -106,6 +123,7 @@ class PaiUp:
             port=self.port,
             output=self.output,
             env=self.extra_env,
+            python=self.python,
         )
 
     def stop(self) -> None:

@@ -95,6 +95,7 @@ class TaskRun(Protocol):
     def stdout(self) -> IO[bytes]: ...
     @property
     def stderr(self) -> IO[bytes]: ...
+    def feed(self, script: bytes) -> None: ...
     def running(self) -> bool: ...
     def resident_bytes(self) -> int | None: ...
     def signal(self, signum: int) -> None: ...
@@ -209,7 +210,7 @@ class Supervisor:
             except StartFailed as failed:
                 return self._start_failed_classification(str(failed), failed.code)
             failure = None
-            if isinstance(task, ContainerRun) and self._ssh_request is not None:
+            if self._ssh_request is not None:
                 failure = self._start_ssh_server(task)  # running means it can be reached
             self._started_at = utc_now()
             container = self._record.container_name if task.isolation == CONTAINER else None
@@ -248,7 +249,7 @@ class Supervisor:
         }
         if record.isolation != CONTAINER:
             host = HostRun(record, inherited)
-            host.start(self._script)
+            host.start()
             return host
         assert record.runtime is not None and record.container_name is not None
         node_dir = self._files.directory.parent.parent
@@ -274,34 +275,37 @@ class Supervisor:
         return container
 
     def _feed_and_watch(self, task: TaskRun, failure: bytes | None) -> _Ending:
-        """A container task gets its script (once the job's other tasks accept SSH, when it
-        asked for that barrier), or the script that fails it saying why; then the task is
-        watched to its end."""
-        if isinstance(task, ContainerRun):
-            if failure is None and self._ssh_request is not None:
-                failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
-            task.feed(failure or self._script)
+        """The task gets its script (once the job's other tasks accept SSH, when it asked for
+        that barrier), or the script that fails it saying why; then it is watched to its
+        end."""
+        if failure is None and self._ssh_request is not None:
+            failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
+        task.feed(failure or self._script)
         return self._watch(task)
 
-    def _start_ssh_server(self, task: ContainerRun) -> bytes | None:
-        """Start the task's SSH server on the node, whose sessions open in the container, and
-        wait until it listens; None then, else a script that fails the task saying why."""
-        assert self._ssh_request is not None and self._record.runtime is not None
+    def _start_ssh_server(self, task: TaskRun) -> bytes | None:
+        """Start the task's SSH server on the node, outside the task, whose sessions open
+        inside it (its container, or its view of the node as its user), and wait until it
+        listens; None then, else a script that fails the task saying why. It runs with PAI's
+        Python, which the task's own user may not be able to reach."""
+        assert self._ssh_request is not None
         directory = self._record.working_dir / SSH_DIR
         ready = directory / "ready"
         ready.unlink(missing_ok=True)
+        keys = dict(self._ssh_request["keys"])
+        if isinstance(task, ContainerRun):
+            assert self._record.runtime is not None
+            inside = ["--container", self._record.runtime, task.name]
+        else:
+            assert isinstance(task, HostRun)
+            user = self._record.task_user
+            ids = [str(user.uid), str(user.gid)] if user is not None else []
+            inside = ["--host", str(task.identity.pid), *ids]
+            keys["environment"] = task.env
         env = {**os.environ, **self._record.env}
         with open(self._record.log_dir / "sshd.log", "ab") as log:
             server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "pai.runtime.sshd",
-                    str(directory),
-                    "--container",
-                    self._record.runtime,
-                    task.name,
-                ],
+                [sys.executable, "-m", "pai.runtime.sshd", str(directory), *inside],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
@@ -309,7 +313,7 @@ class Supervisor:
                 start_new_session=True,
             )
         assert server.stdin is not None
-        server.stdin.write(json.dumps(self._ssh_request["keys"]).encode())
+        server.stdin.write(json.dumps(keys).encode())
         server.stdin.close()
         deadline = time.monotonic() + SSH_READY_TIMEOUT
         while not ready.exists() and server.poll() is None and time.monotonic() < deadline:
