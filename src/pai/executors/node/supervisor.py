@@ -50,6 +50,7 @@ from pai.executors.isolation.host import HostRun, kill_descendants
 from pai.executors.isolation.images import PullFailed, RegistryAuth
 from pai.executors.isolation.mounts import MountFailed
 from pai.executors.isolation.policy import CONTAINER, RUNTIME_ENV
+from pai.executors.isolation.runtimecheck import RuntimeHealth
 from pai.executors.node.logfiles import READ_CHUNK, CappedLogWriter, read_log
 from pai.executors.node.taskfiles import (
     MIB,
@@ -208,7 +209,7 @@ class Supervisor:
                     else ExitCode.POD_CREATION_TRANSIENT_ERROR,
                 )
             except StartFailed as failed:
-                return self._start_failed_classification(str(failed), failed.code)
+                return self._start_failed_classification(*self._start_failure(failed))
             failure = None
             if self._ssh_request is not None:
                 failure = self._start_ssh_server(task)  # running means it can be reached
@@ -244,15 +245,12 @@ class Supervisor:
 
     def _start(self) -> TaskRun:
         record = self._record
-        inherited = {
-            name: os.environ[name] for name in self._config.inherit_env if name in os.environ
-        }
         if record.isolation != CONTAINER:
-            host = HostRun(record, inherited)
+            host = HostRun(record, self._inherited_env())
             host.start()
             return host
         assert record.runtime is not None and record.container_name is not None
-        node_dir = self._files.directory.parent.parent
+        node_dir = self._node_dir()
         plan = ContainerPlan(
             runtime=record.runtime,
             name=record.container_name,
@@ -261,18 +259,31 @@ class Supervisor:
             locks_dir=node_dir / IMAGE_LOCKS_DIR,
             pull_records=node_dir / IMAGE_PULLS_DIR,
         )
-        runtime_env = {**inherited, **{n: os.environ[n] for n in RUNTIME_ENV if n in os.environ}}
         container = ContainerRun(
             record,
             self._files,
             plan,
-            runtime_env,
+            self._runtime_env(),
             self._image_auth,
             note=self._note,
             progress=self._files.write_progress,
         )
         container.start()
         return container
+
+    def _inherited_env(self) -> dict[str, str]:
+        """What of this process's environment the task inherits."""
+        return {name: os.environ[name] for name in self._config.inherit_env if name in os.environ}
+
+    def _runtime_env(self) -> dict[str, str]:
+        """The environment of the container runtime's commands: the runtime's configuration
+        as the administrator points to it, beside what tasks inherit."""
+        own = {name: os.environ[name] for name in RUNTIME_ENV if name in os.environ}
+        return {**self._inherited_env(), **own}
+
+    def _node_dir(self) -> Path:
+        """The executor's state directory on this node, which its tasks' directories are in."""
+        return self._files.directory.parent.parent
 
     def _feed_and_watch(self, task: TaskRun, failure: bytes | None) -> _Ending:
         """The task gets its script (once the job's other tasks accept SSH, when it asked for
@@ -405,6 +416,23 @@ class Supervisor:
             code = ExitCode.POD_EXTERNAL_DELETED
         self._note(message)
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))
+
+    def _start_failure(self, failed: StartFailed) -> tuple[str, int]:
+        """What a container that did not start means: the node's fault when its runtime cannot
+        start even a trivial container (checked now, and recorded for the node, which then
+        takes no tasks until it can), so that the task is retried as a platform failure;
+        else the task's, as `failed` says."""
+        record = self._record
+        if record.runtime is None:
+            return str(failed), failed.code
+        problem = RuntimeHealth(record.runtime, self._runtime_env(), self._node_dir()).check()
+        if problem is None:
+            return str(failed), failed.code
+        message = (
+            f"{failed}; this node's container runtime cannot start a container ({problem}): "
+            "the task is retried, and the node takes no tasks until its runtime works"
+        )
+        return message, ExitCode.POD_NODE_ADMISSION_UNEXPECTED_ERROR
 
     def _mount_failed_classification(self, failed: MountFailed) -> Classification:
         code = (
