@@ -90,11 +90,9 @@ class HostTask:
     its PATH)."""
     client_dir: str
 
-    def env(self, terminal: str | None) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         env = dict(self.environment)
         env["PATH"] = f"{self.client_dir}/bin:{env.get('PATH', os.defpath)}"
-        if terminal:
-            env["TERM"] = terminal
         return env
 
     def enter(self) -> None:
@@ -193,20 +191,18 @@ def _write_private(path: Path, text: str) -> None:
 
 
 async def run_session(
-    process: asyncssh.SSHServerProcess[bytes], task: Container | HostTask | None = None
+    process: asyncssh.SSHServerProcess[bytes], task: Container | HostTask
 ) -> None:
     """A shell, or the one command the client asked for, inside the task (see the module
-    docstring); with no task, in this server's own environment."""
+    docstring)."""
     command = process.command
     arguments = ["-c", command] if command is not None else ["-i"]
     terminal = process.term_type
-    env = dict(os.environ)
     enter: Callable[[], None] | None = None
     if isinstance(task, Container):
-        argv = task.argv(arguments, terminal=terminal)
+        env, argv = dict(os.environ), task.argv(arguments, terminal=terminal)
     else:
-        if isinstance(task, HostTask):
-            env, enter = task.env(terminal), task.enter
+        env, enter = task.env(), task.enter
         shell = env.get("SHELL") or shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
         argv = [shell, *arguments]
     if terminal:
@@ -303,9 +299,7 @@ def _resize(descriptor: int, size: tuple[int, int, int, int]) -> None:
         fcntl.ioctl(descriptor, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
 
 
-async def serve(
-    directory: Path, keys: Mapping[str, Any], task: Container | HostTask | None = None
-) -> None:
+async def serve(directory: Path, keys: Mapping[str, Any], task: Container | HostTask) -> None:
     address = os.environ["PAI_CONTAINER_HOST_IP"]
     port = int(os.environ["PAI_CONTAINER_SSH_PORT"])
     lines = "\n".join(keys["authorizedKeys"])
@@ -338,16 +332,15 @@ def main() -> None:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     (directory / READY_FILE).unlink(missing_ok=True)
     keys = json.loads(sys.stdin.read())
-    task: Container | HostTask | None = None
+    task: Container | HostTask
     user: tuple[int, int] | None = None
     where = os.environ["PAI_WORK_DIR"]
-    if arguments[1:2] == ["--container"]:
+    if arguments[1] == "--container":
         task = Container(arguments[2], arguments[3], where, str(directory))
-    elif arguments[1:2] == ["--host"]:
+    else:  # --host
         pid, *ids = (int(argument) for argument in arguments[2:5])
         user = (ids[0], ids[1]) if ids else None
-        environment = keys.get("environment") or dict(os.environ)
-        task = HostTask(pid, user, where, environment, str(directory))
+        task = HostTask(pid, user, where, keys["environment"], str(directory))
     job_key = keys.get("jobKey")
     if job_key:
         write_client_files(
