@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,9 @@ from pai.executors.sandboxes.containers import (
     missing_tools,
 )
 
+FAILING_RUNTIME = '[engine.runtimes]\npai-fails = ["/bin/false"]\n'
+"""An OCI runtime that fails every container, as a runtime that cannot run containers on a
+machine does (its packaged defaults asking for limits the machine does not allow)."""
 BUSYBOX = "pai-test/busybox:1"
 PYTHON = "pai-test/python:3"
 
@@ -71,3 +75,20 @@ def sandbox_env(
     for name, value in container_sandbox.env.items():
         monkeypatch.setenv(name, value)
     return container_sandbox.env
+
+
+class RuntimeConfiguration:
+    """A runtime configuration (CONTAINERS_CONF) at `path`: the sandbox's, or the same with an
+    OCI runtime that fails every container."""
+
+    def __init__(self, sandbox: ContainerSandbox, path: Path) -> None:
+        self.working = Path(sandbox.env["CONTAINERS_CONF"]).read_text()
+        self.path = path
+
+    def works(self) -> None:
+        self.path.write_text(self.working)
+
+    def fails(self) -> None:
+        kept = [line for line in self.working.splitlines() if not line.startswith("runtime =")]
+        text = "\n".join(kept).replace("[engine]", '[engine]\nruntime = "pai-fails"', 1)
+        self.path.write_text(f"{text}\n{FAILING_RUNTIME}")

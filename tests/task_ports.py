@@ -45,11 +45,12 @@ def use_worker_share() -> None:
         use_share(share)
 
 
-def pai_command(pai: Path) -> list[str]:
-    """The command line that runs the `pai` script at `pai`, with this worker's share."""
+def pai_command(pai: Path, python: str | None = None) -> list[str]:
+    """The command line that runs the `pai` script at `pai` (or PAI with another `python`),
+    with this worker's share."""
     share = worker_share()
     if share is None:
-        return [str(pai)]
+        return [str(pai)] if python is None else [python, "-m", "pai.cli.main"]
     here = str(Path(__file__).parent)
     code = (
         f"import sys; sys.path.insert(0, {here!r}); import task_ports; sys.path.remove({here!r}); "
@@ -58,4 +59,4 @@ def pai_command(pai: Path) -> list[str]:
         "from pai.cli.main import main; "
         "sys.exit(main())"
     )
-    return [sys.executable, "-c", code]
+    return [python or sys.executable, "-c", code]

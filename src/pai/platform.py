@@ -257,8 +257,8 @@ def create_platform_app(
 def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) -> FastAPI:
     """An API and portal worker without a controller: it serves from the store, shows the
     state the controller publishes there, and passes what only the controller's process can
-    answer (task logs, Alertmanager's webhook) on to it. Run any number of them beside one
-    `pai serve controller` against the same database (and `PAI_SECRET_KEY`)."""
+    answer (task logs, metrics, Alertmanager's webhook) on to it. Run any number of them
+    beside one `pai serve controller` against the same database (and `PAI_SECRET_KEY`)."""
     from pai.server.routes import monitoring
 
     database = Database(settings.database_url)
@@ -284,8 +284,11 @@ def create_api_app(settings: Settings, *, lifespans: Sequence[Lifespan] = ()) ->
         settings,
         database=database,
         routers=api_routers,
-        root_routers=[router for router in root_routers if router is not monitoring.metrics_router],
-        services={ControlPlane: plane, UsageHistory: history},
+        root_routers=[
+            monitoring.relayed_metrics_router if router is monitoring.metrics_router else router
+            for router in root_routers
+        ],
+        services={ControlPlane: plane, StoredControlPlane: plane, UsageHistory: history},
         lifespans=[follow_the_controller, *lifespans],
         launcher_type=settings.engine,
         inner_middleware=_shortcuts(),

@@ -10,6 +10,7 @@ the schema documents one with a code it knows.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -100,9 +101,32 @@ def platform(platform_server: RunningServer) -> Iterator[Platform]:
         yield Platform(server, admin, alice, as_alice, anonymous, **names)
 
 
+TASK_UID_AS_SENT: dict[str, Any] = {"type": "string"}
+"""OpenPAI's server sends a task's `taskUid` as text (FrameworkController's `instanceUID`,
+"<attempt>_<pod UID>"), and its own TaskStatus schema says so; the job detail's and the job
+history's task statuses in its swagger.yaml say `integer` (or nothing), which no OpenPAI server
+ever sent. A client that follows the server, like the SDK's, breaks on a number."""
+
+
+def with_task_uid_as_sent(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenPAI's schema with every task status's `taskUid` typed as its server sends it."""
+    corrected = copy.deepcopy(schema)
+    components = corrected["components"]["schemas"]
+    history_roles = components["JobAttempt"]["properties"]["taskRoles"]
+    # The history's schema describes the role of its example, "taskrole", where the detail's
+    # takes a role of any name: here every role is checked alike.
+    history_roles["additionalProperties"] = history_roles["properties"].pop("taskrole")
+    for schema_name in ("JobDetail", "JobAttempt"):
+        role = components[schema_name]["properties"]["taskRoles"]["additionalProperties"]
+        task_status = role["properties"]["taskStatuses"]["items"]
+        task_status["properties"]["taskUid"] = TASK_UID_AS_SENT
+        task_status.setdefault("required", []).append("taskUid")
+    return corrected
+
+
 @pytest.fixture(scope="module")
 def openpai_api(openpai_rest_schema: dict[str, Any]) -> OpenApiDocument:
-    return OpenApiDocument(openpai_rest_schema)
+    return OpenApiDocument(with_task_uid_as_sent(openpai_rest_schema))
 
 
 Send = Callable[[Platform], httpx.Response]

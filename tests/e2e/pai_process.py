@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cli.pai_runner import Pai, make_pai
@@ -31,11 +32,16 @@ def free_port() -> int:
 
 
 def spawn(
-    arguments: list[str], *, home: Path, output: Path, env: Mapping[str, str]
+    arguments: list[str],
+    *,
+    home: Path,
+    output: Path,
+    env: Mapping[str, str],
+    python: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`pai ARGUMENTS` in a process of its own with `home` and `env`; what it prints goes to
-    `output`."""
-    pai = Path(sys.executable).with_name("pai")
+    """`pai ARGUMENTS` in a process of its own with `home` and `env` (run by `python`, when
+    given, rather than this virtualenv's `pai`); what it prints goes to `output`."""
+    pai = Path(python or sys.executable).with_name("pai")
     environment = {
         **os.environ,
         "PAI_HOME": str(home),
@@ -48,7 +54,7 @@ def spawn(
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "ab") as stream:
         return subprocess.Popen(
-            [*pai_command(pai), *arguments],
+            [*pai_command(pai, str(python) if python else None), *arguments],
             env=environment,
             stdout=stream,
             stderr=subprocess.STDOUT,
@@ -56,19 +62,27 @@ def spawn(
 
 
 def launch(
-    arguments: list[str], *, home: Path, port: int, output: Path, env: Mapping[str, str]
+    arguments: list[str],
+    *,
+    home: Path,
+    port: int,
+    output: Path,
+    env: Mapping[str, str],
+    python: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`spawn`, returned once the process listens on `port`."""
-    process = spawn(arguments, home=home, output=output, env=env)
+    """`spawn`, returned once the process answers HTTP on `port`. An answer, not a connection:
+    the API workers of a `pai up` killed a moment ago may still hold the port while they stop,
+    and their listening socket takes connections that no one will answer."""
+    process = spawn(arguments, home=home, output=output, env=env, python=python)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             printed = output.read_text(errors="replace")[-3000:]
             raise AssertionError(f"pai {arguments[0]} exited while starting:\n{printed}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process
-        except OSError:
+            httpx.get(f"http://127.0.0.1:{port}/api/v2/info", timeout=2)
+            return process
+        except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
     raise AssertionError(f"pai {arguments[0]} did not start listening within 60 s")
@@ -78,10 +92,16 @@ class PaiUp:
     """`pai up` in its own process, started and killed as an operator would."""
 
     def __init__(
-        self, home: Path, cluster_file: Path | None, env: Mapping[str, str] | None = None
+        self,
+        home: Path,
+        cluster_file: Path | None,
+        env: Mapping[str, str] | None = None,
+        python: Path | None = None,
     ) -> None:
-        """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes)."""
+        """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes);
+        `python`, the Python that runs PAI (default: this virtualenv's)."""
         self.home = home
+        self.python = python
         self.cluster_file = cluster_file
         self.extra_env = dict(env or {})
         self.port = free_port()
@@ -89,15 +109,21 @@ class PaiUp:
         self.process: subprocess.Popen[bytes] | None = None
         self.output = home.parent / f"{home.name}.out"  # what `pai up` prints, for debugging
 
-    def start(self, *options: str) -> None:
-        """`pai up` with `options` besides the port and the cluster file."""
+    def start(self, *options: str, default_layout: bool = False) -> None:
+        """`pai up` with `options` besides the port and the cluster file. Everything is served
+        from the one `pai up` process unless `options` or `default_layout` say otherwise: API
+        worker processes each import the whole platform, which would add seconds of the
+        tests' two cores to every start (test_scale_out.py runs the default layout)."""
         cluster = ["--cluster", str(self.cluster_file)] if self.cluster_file else []
+        if not default_layout and "--api-workers" not in options:
+            options = ("--api-workers", "0", *options)
         self.process = launch(
             ["up", "--port", str(self.port), *cluster, *options],
             home=self.home,
             port=self.port,
             output=self.output,
             env=self.extra_env,
+            python=self.python,
         )
 
     def stop(self) -> None:

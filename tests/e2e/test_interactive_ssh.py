@@ -5,9 +5,11 @@ client inside the task), and `pai ssh` as a user runs it."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -199,3 +201,49 @@ def test_a_terminal_session_gets_a_terminal_of_its_own(interactive: Interactive)
     assert result.exit_status == 4
     lines = str(result.stdout).splitlines()
     assert lines[0].startswith("/dev/pts/") and lines[1] == "xterm 1"
+
+
+def root_only_python(directory: Path) -> Path:
+    """This virtualenv's Python behind a folder only root may enter, as a virtualenv made from
+    a Python under /root (pyenv's, say) is: root runs PAI with it, `nobody` cannot run it."""
+    hidden = directory / "root-only"
+    hidden.mkdir(mode=0o700)
+    venv = hidden / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python3").symlink_to(sys.executable)
+    (venv / "lib").symlink_to(Path(sys.prefix) / "lib")
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    return venv / "bin" / "python3"
+
+
+def test_a_host_task_of_a_root_platform_is_reached_over_ssh_as_its_user(
+    tmp_path: Path, requirement: Callable[[bool, str], None]
+) -> None:
+    requirement(os.geteuid() == 0, "a platform that runs as root runs host tasks as nobody")
+    requirement(shutil.which("ssh") is not None, "OpenSSH's client is not installed (ssh)")
+    python = root_only_python(tmp_path)
+    env = {"PAI_ISOLATION": "host", "PAI_TASK_USER": "nobody"}
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE, env, python=python)
+    platform.start()
+    try:
+        interactive = Interactive(platform, tmp_path)
+        task0 = interactive.info.container("worker", 0)
+        command = (
+            "id -un; "
+            'test "$PWD" = "$PAI_WORK_DIR" && echo in-work-dir; '
+            f"cat {platform.home}/secret.key >/dev/null 2>&1 && echo key: READ "
+            "|| echo key: refused; "
+            "ssh -o BatchMode=yes worker-1 "
+            "'id -un; echo peer $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX'"
+        )
+
+        result = asyncio.run(
+            run_in_task(task0, interactive.key, interactive.known_hosts(task0), command)
+        )
+
+        assert result.exit_status == 0, result.stderr
+        lines = str(result.stdout).splitlines()
+        assert lines == ["nobody", "in-work-dir", "key: refused", "nobody", "peer 1"], result
+    finally:
+        platform.stop()
+        kill_processes_under(platform.home)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from container_images import RuntimeConfiguration
 from e2e.pai_process import PaiUp, running
 from pai.executors.sandboxes.containers import ContainerSandbox
 from pai.sdk import Client
@@ -240,3 +241,30 @@ def test_nodes_without_a_runtime_take_no_tasks_when_containers_are_required(
     assert {node.engine_state for node in nodes} == {"bad"}
     assert all("podman is not installed" in node.engine_message for node in nodes)
     assert "this node takes no tasks: PAI_ISOLATION=container, but podman" in said
+
+
+def test_a_runtime_that_cannot_start_a_container_keeps_tasks_off_the_node_and_says_why(
+    tmp_path: Path,
+    container_sandbox: ContainerSandbox,
+    sandbox_env: dict[str, str],
+    busybox_image: str,
+    requirement: Callable[[bool, str], None],
+) -> None:
+    requirement(os.geteuid() == 0, "the isolation tests run PAI as root, as on a server")
+    configuration = RuntimeConfiguration(container_sandbox, tmp_path / "containers.conf")
+    configuration.fails()
+    env = {"PAI_ISOLATION": "container", "CONTAINERS_CONF": str(configuration.path)}
+    with running(tmp_path / "home", env) as platform, platform.client() as client:
+        client.submit(job_text("waits", busybox_image, container_sandbox.password, ["true"]))
+        time.sleep(2)
+        job = client.job("waits")
+        nodes = client.nodes()
+        cluster = platform.admin_cli(tmp_path / "cli").run("cluster")
+        said = platform.output.read_text()
+
+    assert job.state == "WAITING" and job.job_status.retries == 0
+    assert {node.engine_state for node in nodes} == {"bad"}
+    runtime_says = "cannot start a container: container create failed"
+    assert all(runtime_says in node.engine_message for node in nodes)
+    assert runtime_says in " ".join(cluster.stdout.split()), cluster.stdout
+    assert "this node takes no tasks while podman" in said

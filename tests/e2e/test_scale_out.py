@@ -4,6 +4,7 @@ database (SQLite, PostgreSQL), as an operator runs them with `pai serve`; and `p
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -13,6 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from e2e.pai_process import ADMIN_PASSWORD, PaiUp, free_port, job_file, launch, spawn
@@ -172,6 +174,40 @@ def test_pai_up_with_api_workers_runs_jobs_and_reads_their_logs(tmp_path: Path) 
             assert clusters.status_code == 200 and "research" in clusters.json()
             home_page = httpx.get(f"{platform.url}/", cookies={"pai_session": client.token or ""})
             assert home_page.status_code == 200 and "research" in home_page.text
+    finally:
+        platform.stop()
+        kill_processes_under(platform.home)
+
+
+def test_pai_up_serves_the_api_from_a_worker_per_core_by_default(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("on a single core `pai up` serves everything from one process")
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE)
+    platform.start(default_layout=True)
+    try:
+        assert platform.process is not None
+        expected = min(cores, 4)
+        printed = platform.output.read_text()
+        assert f"api:     {expected} worker processes" in printed, printed
+        (serving,) = [
+            child
+            for child in psutil.Process(platform.process.pid).children()
+            if "serve" in child.cmdline()
+        ]
+
+        def workers() -> int:
+            return sum("spawn_main" in " ".join(c.cmdline()) for c in serving.children())
+
+        wait_for(lambda: workers() == expected, "the API's worker processes")
+        with platform.client() as client:
+            client.submit(job_file("by-default", ["echo hello from a task"]))
+            detail = client.wait("by-default", timeout=60, poll=0.2)
+            assert detail.job_status.state == "SUCCEEDED"
+            assert "hello from a task" in client.logs("by-default", role="main")
+        scraped = httpx.get(f"{platform.url}/metrics")  # where Prometheus scrapes `pai up`
+        assert scraped.status_code == 200, scraped.text
+        assert 'pai_jobs{state="SUCCEEDED",virtual_cluster="default"} 1.0' in scraped.text
     finally:
         platform.stop()
         kill_processes_under(platform.home)

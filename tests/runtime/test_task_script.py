@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +249,41 @@ def test_git_plugin_refuses_a_non_empty_clone_dir(repository: str, tmp_path: Pat
     assert done.stdout == ""
     assert "clone_dir code is not empty" in done.stderr
     assert (tmp_path / "code" / "keep.txt").read_text() == "mine"
+
+
+def test_tensorboard_on_the_host_uses_the_tasks_python3_when_pais_is_out_of_its_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task user such as `nobody` cannot run a PAI installed under /root: TensorBoard then
+    comes from the `python3` on the task's PATH (here this test's Python, which has it)."""
+    tensorboard = pytest.importorskip("tensorboard")
+    unrunnable = tmp_path / "root-only-python3"
+    unrunnable.write_text("")  # there, but no one may run it
+    monkeypatch.setattr(sys, "executable", str(unrunnable))
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "python3").symlink_to(Path(sys.base_prefix) / "bin" / "python3")
+    script = build_task_script(
+        ['echo "tensorboard by $pai_tb_python, pid $!"'],
+        [plugin("tensorboard", logdir={"run": "runs"})],
+    )
+    env = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "PYTHONPATH": str(Path(tensorboard.__file__).parents[1]),
+        "PAI_WORK_DIR": str(tmp_path),
+        "PAI_CONTAINER_HOST_IP": "127.0.0.1",
+        "PAI_CONTAINER_HOST_PORT": str(free_port()),
+    }
+
+    done = run(script, tmp_path, env)
+
+    assert done.returncode == 0, done.stderr
+    said, _, pid = done.stdout.strip().rpartition(", pid ")
+    os.kill(int(pid), signal.SIGTERM)  # the TensorBoard the plugin started in the background
+    assert said == "tensorboard by python3"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pai.cluster import cluster_from_file, load_cluster
+from pai.executors.ray.nodes import RayNode, cluster_from_ray
 from pai.protocol import parse_job
 from pai.scheduler import Bind, PodRequest, Scheduler
 from pai.scheduler.requests import RequestRefused, job_requests
@@ -178,13 +179,17 @@ def test_pinned_cells_choose_their_sku() -> None:
             {"w": {"instances": 3, "gpu": 8}},
             "vision",
             {},
-            "the job needs 24 GPUs but VC 'vision' has 16 in total",
+            "no SKU of VC 'vision' can run the tasks: task role 'w' asks for 8 GPUs, 1 CPU and "
+            "1024 MB of memory per task; SKU 'V100': VC 'vision' has 16 GPUs, 64 CPUs and "
+            "524288 MB of memory in all, less than the tasks need; SKU 'CPU': it has no GPUs",
         ),
         (
             {"w": {"gpu": 12}},
             "vision",
             {},
-            "a task needs 12 GPUs on one node but the largest cell of VC 'vision' holds 8",
+            "no SKU of VC 'vision' can run the tasks: task role 'w' asks for 12 GPUs, 1 CPU and "
+            "1024 MB of memory per task; SKU 'V100': a node has at most 8 GPUs, 32 CPUs and "
+            "262144 MB of memory; SKU 'CPU': it has no GPUs",
         ),
         (
             {"w": {"gpu": 1}},
@@ -305,3 +310,51 @@ def test_a_share_of_a_gpu_is_refused_on_a_sku_of_several_gpus_per_leaf() -> None
         job_requests(spec, pairs, "u~pair")
 
     assert "0.5 GPU" in str(refused.value)
+
+
+def ray_node(name: str, cpus: int, gpus: int = 0) -> RayNode:
+    """A live node as `ray.nodes()` reports it (field names and units as Ray's)."""
+    resources = {"CPU": cpus, "memory": 12 * 1024**3, "object_store_memory": 4 * 1024**3}
+    if gpus:
+        resources["GPU"] = gpus
+    node = {"NodeID": name, "NodeName": name, "NodeManagerAddress": name, "Alive": True}
+    return RayNode.from_ray({**node, "Resources": resources})
+
+
+MIXED_RAY_CLUSTER = cluster_from_ray(
+    [ray_node("head", cpus=1), ray_node("worker-a", cpus=4, gpus=2), ray_node("worker-b", 4, 2)]
+)
+"""A Ray cluster without a cluster file: a head of 1 CPU and no GPU, workers of 4 CPUs and 2
+GPUs each (SKUs `CPU` and `GPU`, both in the VC `default`)."""
+
+
+def test_a_cpu_only_task_too_large_for_the_cpu_only_nodes_goes_to_nodes_with_gpus() -> None:
+    spec = job({"main": {"gpu": 0, "cpu": 2}}, vc="default")
+
+    (request,) = job_requests(spec, MIXED_RAY_CLUSTER, "u~cpu")
+
+    assert request.sku_type == "GPU"
+    decision = Scheduler(MIXED_RAY_CLUSTER).schedule(request)
+    assert isinstance(decision, Bind)
+    assert decision.placement.pods[0].node in {"worker-a", "worker-b"}
+
+
+def test_a_cpu_only_task_that_fits_the_cpu_only_nodes_stays_off_the_gpus() -> None:
+    spec = job({"main": {"gpu": 0, "cpu": 1}}, vc="default")
+
+    (request,) = job_requests(spec, MIXED_RAY_CLUSTER, "u~small")
+
+    assert request.sku_type == "CPU"
+
+
+def test_a_task_no_sku_can_hold_is_refused_with_each_sku_and_why_in_cpus() -> None:
+    spec = job({"main": {"gpu": 0, "cpu": 8}}, vc="default")
+
+    with pytest.raises(RequestRefused) as refused:
+        job_requests(spec, MIXED_RAY_CLUSTER, "u~big")
+
+    assert refused.value.problems == [
+        "no SKU of VC 'default' can run the tasks: task role 'main' asks for 0 GPUs, 8 CPUs and "
+        "1024 MB of memory per task; SKU 'CPU': a node has at most 0 GPUs, 1 CPU and 16384 MB "
+        "of memory; SKU 'GPU': a node has at most 2 GPUs, 4 CPUs and 16384 MB of memory"
+    ]

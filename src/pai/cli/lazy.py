@@ -61,11 +61,16 @@ class LazyGroup(TyperGroup):
 
 @cache
 def load(target: str, name: str) -> click.Command:
-    """The click command of `module:attribute`, named `name`."""
+    """The click command of `module:attribute`, named `name`, its help reflowed."""
+    from pai.cli.helptext import reflow_help  # with the command, not before one is chosen
+
     module, _, attribute = target.partition(":")
     found = getattr(importlib.import_module(module), attribute)
     if isinstance(found, typer.Typer):
-        return typer.main.get_group(found)
-    single = typer.Typer(add_completion=False)
-    single.command(name=name)(found)
-    return typer.main.get_command(single)
+        command: click.Command = typer.main.get_group(found)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name=name)(found)
+        command = typer.main.get_command(single)
+    reflow_help(command)
+    return command

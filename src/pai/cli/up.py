@@ -36,6 +36,7 @@ from pai.server.logconfig import configure_logging
 from pai.settings import Settings
 
 DEFAULT_PORT = 9186
+MOST_DEFAULT_API_WORKERS = 4
 PR_SET_PDEATHSIG = 1
 CLUSTER_FILE = "cluster.yaml"
 """The cluster file `pai up` last ran with, kept in `$PAI_HOME` so a restart uses it again."""
@@ -76,13 +77,15 @@ def up(
         ),
     ] = None,
     api_workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=0,
+            show_default=False,
             help="Processes that serve the API and the portal at --port, beside the "
-            "controller's own process; 0 serves everything from one process.",
+            "controller's own process; 0 serves everything from one process. Default: one "
+            f"per core of this machine, at most {MOST_DEFAULT_API_WORKERS}; 0 on a single core.",
         ),
-    ] = 0,
+    ] = None,
 ) -> None:
     """Start PAI here: the REST API, the portal, the controller and the engine that runs tasks.
 
@@ -92,6 +95,8 @@ def up(
     settings, chosen, ray_nodes = prepare_controller(
         home, host, port, cluster, engine=engine, ray_address=ray_address
     )
+    if api_workers is None:
+        api_workers = default_api_workers(len(os.sched_getaffinity(0)))
     # Without a cluster file given or kept, the cluster is Ray's nodes (`choose_cluster`).
     derived = cluster is None and not (settings.home / CLUSTER_FILE).exists()
     if write_cluster is not None:
@@ -114,7 +119,7 @@ def up(
         except ConfigurationError as problem:
             console.print(f"[red]error:[/red] {problem}")
             raise typer.Exit(1) from None
-        _announce(host, port, settings, chosen, log_path)
+        _announce(host, port, settings, chosen, log_path, api_workers)
         if ray_nodes is not None:
             if derived:
                 console.print("Cluster file described from Ray's nodes (--write-cluster FILE):")
@@ -125,6 +130,14 @@ def up(
         settle_heap()
         build_server(app, host=controller_host, port=controller_port).run()
     console.print("PAI stopped. Running tasks go on; `pai up` picks them up again.")
+
+
+def default_api_workers(cores: int) -> int:
+    """API workers for a machine with `cores` cores. One process spends one core on the API
+    and the controller together; workers spread the API over the others, which takes in more
+    submissions up to about one worker per core and nothing more past a few (docs/deploy.md
+    has the figures). On a single core, more processes only take turns."""
+    return 0 if cores < 2 else min(cores, MOST_DEFAULT_API_WORKERS)
 
 
 def write_ray_cluster(path: Path, ray_nodes: list[RayNode] | None) -> None:
@@ -289,8 +302,19 @@ def _tasks_line(settings: Settings) -> str:
         return str(error)
 
 
+def _api_line(api_workers: int) -> str:
+    if api_workers == 0:
+        return "served by this process with the controller (--api-workers)"
+    return f"{api_workers} worker processes beside the controller's (--api-workers)"
+
+
 def _announce(
-    host: str, port: int, settings: Settings, cluster: ClusterConfig, log_path: Path
+    host: str,
+    port: int,
+    settings: Settings,
+    cluster: ClusterConfig,
+    log_path: Path,
+    api_workers: int,
 ) -> None:
     url = f"http://{host}:{port}"
     table = Table(title="Virtual clusters", show_edge=False)
@@ -306,6 +330,7 @@ def _announce(
     console.print(f"  engine:  {_engine_line(settings)}")
     console.print(f"  tasks:   {_tasks_line(settings)}")
     console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
+    console.print(f"  api:     {_api_line(api_workers)}")
     console.print(f"  log:     {log_path}")
     console.print(f"  metrics: {url}/metrics (open to this machine; see docs/monitoring.md)")
     console.print(table)

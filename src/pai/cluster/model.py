@@ -46,8 +46,8 @@ class SkuType:
 
     @property
     def unit_noun(self) -> str:
-        """How messages name this SKU's leaf cells."""
-        return "GPUs" if self.gpu > 0 else "CPU slots"
+        """How messages count this SKU's leaf cells: in GPUs, or in CPUs where it has none."""
+        return "GPUs" if self.gpu > 0 else "CPUs"
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ class TaskLaunch:
     """Everything needed to run one attempt of one task; `key` is unique per attempt.
 
     `script` is the final bash script with secrets substituted, `image_auth` the credentials
-    of the image's registry and `ssh_server` the keys of a container task's SSH server:
+    of the image's registry and `ssh_server` the keys of the task's SSH server:
     executors hand them to the task's supervisor and never store or log them (they are left
     out of `repr`).
     """

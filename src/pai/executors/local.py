@@ -50,6 +50,7 @@ from pai.executors.base import (
 )
 from pai.executors.isolation.policy import CONTAINER, RUNTIME_ENV, NodeIsolation, resolve
 from pai.executors.isolation.runtime import ContainerError, container_name, names_labelled, remove
+from pai.executors.isolation.runtimecheck import RECHECK_SECONDS, RuntimeHealth
 from pai.executors.node.launcher import SupervisorLauncher
 from pai.executors.node.logfiles import follow_log, read_log
 from pai.executors.node.taskfiles import (
@@ -116,11 +117,13 @@ class LocalExecutor(Executor):
         liveness_interval: float = 1.0,
         machine: str | None = None,
         nodes: Sequence[str] = (),
+        runtime_recheck_seconds: float = RECHECK_SECONDS,
     ) -> None:
         """`jobs_dir` holds the attempts' working and log directories; by default `jobs` beside
         `state_dir` (both in `$PAI_HOME` when the platform runs it). `machine` names this
         machine in usage samples (default: its host name); `nodes` are the cluster file's
-        nodes it runs, all on this machine."""
+        nodes it runs, all on this machine; `runtime_recheck_seconds`, how often a container
+        runtime found failing is checked again."""
         self._tasks_dir = state_dir / TASKS_DIR
         self._tasks_dir.mkdir(parents=True, exist_ok=True)
         self._jobs_dir = jobs_dir or state_dir.parent / "jobs"
@@ -140,6 +143,13 @@ class LocalExecutor(Executor):
             for name in (*self._config.inherit_env, *RUNTIME_ENV)
             if name in os.environ
         }
+        self._runtime_health: RuntimeHealth | None = None
+        runtime = self.node_isolation.runtime
+        if runtime is not None:
+            self._runtime_health = RuntimeHealth(
+                runtime, self._runtime_env, state_dir, recheck_seconds=runtime_recheck_seconds
+            )
+            self._runtime_health.record(self.node_isolation.runtime_problem)
         self._liveness_interval = liveness_interval
         self._lock = threading.Lock()
         self._live: dict[str, _Tracked] = {}
@@ -160,11 +170,18 @@ class LocalExecutor(Executor):
 
     def node_states(self) -> Mapping[str, NodeState]:
         """Every node is an address of this machine, alive while PAI runs, unless the machine
-        cannot run tasks as its isolation requires, or its disk is under PAI's floor."""
-        problem = self.node_isolation.problem or self.disk_problem()
+        cannot run tasks as its isolation requires, its container runtime fails, or its disk
+        is under PAI's floor."""
+        problem = self.node_isolation.problem or self.node_problem()
         if problem is None:
             return {}
         return {node: NodeState(node, NodeCondition.BAD, problem) for node in self._nodes}
+
+    def node_problem(self) -> str | None:
+        """Why no task may start here for now: the container runtime cannot start a
+        container, or the disk is under PAI's floor (None while tasks may start)."""
+        health = self._runtime_health
+        return (health.problem() if health else None) or self.disk_problem()
 
     def disk_problem(self) -> str | None:
         """Why no task may start here for lack of disk space (None while there is room)."""
@@ -173,7 +190,7 @@ class LocalExecutor(Executor):
 
     def launch(self, task: TaskLaunch) -> None:
         isolation = self.node_isolation
-        problem = isolation.problem or self.disk_problem()
+        problem = isolation.problem or self.node_problem()
         if problem is not None:
             raise ExecutorError(f"task {task.key}: {problem}")
         if task.isolation is not None and task.isolation != isolation.mode:

@@ -119,7 +119,7 @@ def build_launch(
         task_attempt=machine.tasks[task].current.attempt_id,
         node=where["node"],
         address=where["address"],
-        script=task_script_for_role(spec, task[0], access, in_container=in_container),
+        script=task_script_for_role(spec, task[0], in_container=in_container),
         env=env,
         working_dir=working_dir,
         log_dir=directory / "logs",
@@ -133,7 +133,7 @@ def build_launch(
         previous_working_dir=Path(previous_working_dir) if previous_working_dir else None,
         isolation=where.get("isolation"),
         image_auth=_image_auth(job, task[0], secrets) if in_container else None,
-        ssh_server=ssh_server_for_role(spec, task[0], access) if in_container else None,
+        ssh_server=ssh_server_for_role(spec, task[0], access),
     )
 
 

@@ -1,17 +1,20 @@
 """The runtime plugins that let people into a running task: `ssh` and `tensorboard`.
 
-`ssh` (OpenPAI's parameters: `jobssh`, `sshbarrier`, `sshbarrierTimeout`, `userssh`) starts the
-task's SSH server (`pai.runtime.sshd`) before the commands and waits until it listens; with
-`sshbarrier` it then waits until every task of the job accepts connections. Who may log in comes
-with the launch (`TaskAccess`): the job's key with `jobssh`, the `userssh` key, and the public keys
-in the owner's profile. `tensorboard` (`logdir: {name: path}`, `port`) runs TensorBoard beside the
-commands on the task's `tensorboard` port (or its `http` port), under the task's proxy path, so
-the portal reaches it at `/jobs/<job>/proxy/<role>/<index>/<port>/`.
+`ssh` (OpenPAI's parameters: `jobssh`, `sshbarrier`, `sshbarrierTimeout`, `userssh`) gives the
+task an SSH server (`pai.runtime.sshd`) that listens before the commands start; with `sshbarrier`
+the commands also wait until every task of the job accepts connections. The task's supervisor
+runs both on the node, outside the task, for a task on the host as for one in a container: the
+task needs nothing of PAI (its user may not even reach PAI's Python), and sessions open inside
+the task, as its user. Who may log in comes with the launch (`TaskAccess`): the job's key with
+`jobssh`, the `userssh` key, and the public keys in the owner's profile.
+
+`tensorboard` (`logdir: {name: path}`, `port`) runs TensorBoard beside the commands on the task's
+`tensorboard` port (or its `http` port), under the task's proxy path, so the portal reaches it
+at `/jobs/<job>/proxy/<role>/<index>/<port>/`.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from collections.abc import Mapping
@@ -97,37 +100,16 @@ def ssh_server_keys(settings: SshSettings, access: TaskAccess) -> dict[str, Any]
     return keys
 
 
-def ssh_commands(settings: SshSettings, access: TaskAccess, *, in_container: bool) -> list[str]:
-    """Start the task's SSH server with its keys (on standard input) and wait until it
-    listens, then for the barrier if asked. In a container, the supervisor has done both on
-    the node before the script starts (the image need not have Python): the script only
-    finds the job's ssh client settings and takes the job's key away when it ends."""
-    setup = [
+def ssh_commands() -> list[str]:
+    """What the task's script does for `ssh`: the supervisor has started the SSH server (and
+    waited for the barrier) before the script starts, so the script only puts the job's ssh
+    client settings first on its PATH and takes the job's key away when it ends."""
+    return [
         f"pai_ssh_dir={SSH_DIR}",
         # the job's private key leaves with the task
         "trap 'rm -rf \"$pai_ssh_dir\"' EXIT",
         'export PATH="$pai_ssh_dir/bin:$PATH"',
     ]
-    if in_container:
-        return setup
-    keys = ssh_server_keys(settings, access)
-    python = shlex.quote(sys.executable)
-    commands = [
-        setup[0],
-        'mkdir -p -m 700 "$pai_ssh_dir"',
-        'rm -f "$pai_ssh_dir/ready"',
-        *setup[1:],
-        f'{python} -m pai.runtime.sshd "$pai_ssh_dir" >"$pai_ssh_dir/sshd.log" 2>&1 '
-        f"<<'PAI_SSH_KEYS' &\n{json.dumps(keys)}\nPAI_SSH_KEYS",
-        "pai_sshd_pid=$!",
-        'while [ ! -e "$pai_ssh_dir/ready" ] && kill -0 "$pai_sshd_pid" 2>/dev/null; do '
-        "sleep 0.05; done",
-        '[ -e "$pai_ssh_dir/ready" ] || { cat "$pai_ssh_dir/sshd.log" >&2; '
-        'echo "[pai] ssh plugin: the task\'s SSH server did not start" >&2; false; }',
-    ]
-    if settings.barrier_seconds is not None:
-        commands.append(f"{python} -m pai.runtime.sshbarrier {settings.barrier_seconds:g}")
-    return commands
 
 
 def check_tensorboard_parameters(
@@ -153,23 +135,36 @@ def check_tensorboard_parameters(
 
 
 def tensorboard_commands(logdir_spec: str, port: int | None, *, in_container: bool) -> list[str]:
-    """TensorBoard with the node's Python on the host; in a container, the image's (which
-    must have TensorBoard, as OpenPAI's plugin required)."""
-    python = "python3" if in_container else shlex.quote(sys.executable)
+    """TensorBoard, run by the task as its own user: in a container, with the image's Python
+    (which must have TensorBoard, as OpenPAI's plugin required); on the host, with PAI's Python
+    where the task's user may run it (`pai[interactive]`), else with the `python3` on the task's
+    PATH (a task user such as `nobody` cannot reach a Python installed under /root)."""
     chosen = (
         str(port)
         if port is not None
         else '"${PAI_CONTAINER_HOST_tensorboard_PORT_LIST:-$PAI_CONTAINER_HOST_PORT}"'
     )
-    missing = (
-        "[pai] tensorboard plugin: TensorBoard is not installed (pip install 'pai[interactive]')"
-    )
+    if in_container:
+        choose = ["pai_tb_python=python3"]
+        missing = "[pai] tensorboard plugin: the image's python3 has no TensorBoard"
+    else:
+        choose = [
+            f"pai_tb_python={shlex.quote(sys.executable)}",
+            '"$pai_tb_python" -c "import tensorboard" 2>/dev/null || pai_tb_python=python3',
+        ]
+        missing = (
+            "[pai] tensorboard plugin: TensorBoard is not installed where the task's user can "
+            "run it (pip install 'pai[interactive]' in PAI's Python, if that user may run it, "
+            "or in the python3 on the task's PATH)"
+        )
     return [
         f"pai_tb_port={chosen}",
         'pai_tb_port="${pai_tb_port%%,*}"',
-        f"{python} -c 'import tensorboard' 2>/dev/null || "
+        *choose,
+        '"$pai_tb_python" -c "import tensorboard" 2>/dev/null || '
         f"{{ echo {shlex.quote(missing)} >&2; false; }}",
-        f"{python} -m tensorboard.main --logdir_spec {shlex.quote(logdir_spec)} --load_fast false "
+        f'"$pai_tb_python" -m tensorboard.main --logdir_spec {shlex.quote(logdir_spec)} '
+        "--load_fast false "
         '--host "$PAI_CONTAINER_HOST_IP" --port "$pai_tb_port" '
         f'--path_prefix "{PROXY_PATH}/$pai_tb_port" '
         '>"${PAI_WORK_DIR:-$PWD}/tensorboard.log" 2>&1 &',

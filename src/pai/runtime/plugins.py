@@ -105,18 +105,11 @@ def git_plugin(parameters: Mapping[str, Any], where: str) -> PluginCommands:
     )
 
 
-def ssh_plugin(
-    parameters: Mapping[str, Any],
-    where: str,
-    access: TaskAccess | None = None,
-    *,
-    in_container: bool = False,
-) -> PluginCommands:
-    """The task's SSH server; without `access` (checking a submission) only the parameters."""
-    settings = _ssh_settings(parameters, where)
-    if access is None:
-        return PluginCommands()
-    return PluginCommands(tuple(ssh_commands(settings, access, in_container=in_container)))
+def ssh_plugin(parameters: Mapping[str, Any], where: str) -> PluginCommands:
+    """The job's ssh client settings for the task (its SSH server is the supervisor's to run,
+    `ssh_server_for_role`)."""
+    _ssh_settings(parameters, where)
+    return PluginCommands(tuple(ssh_commands()))
 
 
 def tensorboard_plugin(
@@ -147,23 +140,19 @@ PLUGINS: Mapping[str, PluginBuilder] = {
 }
 
 
-def task_script_for_role(
-    spec: JobSpec, role: str, access: TaskAccess | None = None, *, in_container: bool = False
-) -> str:
-    """The script a task of `role` runs, built when it is launched (it holds the secrets and,
-    for an ssh-enabled job on the host, the keys in `access`)."""
+def task_script_for_role(spec: JobSpec, role: str, *, in_container: bool = False) -> str:
+    """The script a task of `role` runs, built when it is launched (it holds the secrets)."""
     return build_task_script(
         render_commands(spec, role),
         runtime_plugins_for_role(spec, role),
         spec.secrets,
-        access,
         in_container=in_container,
     )
 
 
 def ssh_server_for_role(spec: JobSpec, role: str, access: TaskAccess | None) -> str | None:
-    """For a task of `role` in a container: what its SSH server on the node is given (keys,
-    barrier), as JSON; None when the role has no `ssh` plugin."""
+    """What the SSH server that a task of `role` gets on its node is given (keys, barrier), as
+    JSON; None when the role has no `ssh` plugin."""
     for number, config in enumerate(runtime_plugins_for_role(spec, role), start=1):
         if config.plugin != "ssh" or access is None:
             continue
@@ -181,21 +170,19 @@ def build_task_script(
     commands: Sequence[str],
     plugins: Sequence[RuntimePlugin],
     secrets: Mapping[str, Any] | None = None,
-    access: TaskAccess | None = None,
     *,
     in_container: bool = False,
 ) -> str:
     """The bash script of one task: plugins around the role's rendered commands, secrets in.
 
     `commands` are the role's commands as rendered at submission (`pai.protocol.render_commands`)
-    and `plugins` the role's runtime plugins (`pai.protocol.runtime_plugins_for_role`); `access`
-    says who the `ssh` plugin lets in (None only to check a job's plugins); `in_container`,
-    whether the script runs in the task's image (then tools of the node are not at hand).
+    and `plugins` the role's runtime plugins (`pai.protocol.runtime_plugins_for_role`);
+    `in_container`, whether the script runs in the task's image (then tools of the node are
+    not at hand).
     """
     secrets = secrets or {}
     builders: dict[str, PluginBuilder] = {
         **PLUGINS,
-        "ssh": partial(ssh_plugin, access=access, in_container=in_container),
         "tensorboard": partial(tensorboard_plugin, in_container=in_container),
     }
     sections = [

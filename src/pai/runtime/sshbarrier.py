@@ -1,16 +1,14 @@
-"""`python -m pai.runtime.sshbarrier SECONDS`: wait until every task of the job accepts SSH
-connections (OpenPAI's `sshbarrier`), so the commands may ssh to any peer at once.
+"""OpenPAI's `sshbarrier`: a task's commands start only once every task of the job accepts SSH
+connections, so that they may ssh to any peer at once.
 
-Exits 10 with OpenPAI's message when the time runs out, which the exit spec classifies. A
-container task's supervisor waits the same way (`unreachable_peers`) before the task's commands
-start, since the container's image need not have Python.
+The task's supervisor waits (`unreachable_peers`) before it gives the task its script; when the
+time runs out, the task ends with exit code 10 and OpenPAI's message, which the exit spec
+classifies.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 import time
 from collections.abc import Mapping
 
@@ -40,15 +38,3 @@ def unreachable_peers(env: Mapping[str, str], seconds: float) -> list[str]:
         if waiting:
             time.sleep(RETRY_INTERVAL)
     return [name for name, _, _ in waiting]
-
-
-def main() -> None:
-    missing = unreachable_peers(os.environ, float(sys.argv[1]))
-    if missing:
-        message = f"[pai] SSH barrier reaches max retry count: {', '.join(missing)} not reachable"
-        print(message, file=sys.stderr)
-        sys.exit(BARRIER_FAILED)
-
-
-if __name__ == "__main__":
-    main()

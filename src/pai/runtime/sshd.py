@@ -1,26 +1,31 @@
-"""The SSH server a task of an ssh-enabled job runs (`python -m pai.runtime.sshd DIR`).
+"""The SSH server of a task of an ssh-enabled job.
 
-The `ssh` runtime plugin starts it in the background before the task role's commands, so it
-inherits the task's environment: a session gets the task's working directory, its `PAI_*`
-variables and its GPUs. It listens on the task's `ssh` port at the task's host address and lets in
-only the keys it is given (public-key authentication, nothing else). Machines need no sshd: the
-server is asyncssh's.
+The task's supervisor starts it on the node, outside the task, before the task's commands; it
+listens on the task's `ssh` port at the task's host address and lets in only the keys it is
+given (public-key authentication, nothing else). Machines need no sshd: the server is asyncssh's,
+run with PAI's own Python, which the task itself need not be able to reach. Every session opens
+inside the task:
 
-For a task in a container (`python -m pai.runtime.sshd DIR --container RUNTIME NAME`), the
-task's supervisor starts it on the node instead, and every session runs in the container through
-the runtime's `exec`, with the container's environment and working directory: the image needs
-neither an SSH server nor Python.
+- in a container (`python -m pai.runtime.sshd DIR --container RUNTIME NAME`), through the
+  runtime's `exec`, with the container's environment and working directory: the image needs
+  neither an SSH server nor Python;
+- on the host (`python -m pai.runtime.sshd DIR --host PID [UID GID]`), in the namespaces of the
+  task's process PID (its view of the node: PAI's home hidden, its storages mounted), as the
+  task's user UID:GID when it has one, in its working directory, with its environment (given
+  as `environment` with the keys).
 
 It reads its keys as JSON on standard input (`hostKey`, `authorizedKeys`, and `jobKey` with
 `jobssh`), so no key is ever on a command line. With a job key it writes, under DIR (mode 0700),
 what an OpenSSH client needs to reach the job's other tasks by name (`ssh worker-1`): the key, a
 client config, the known host entries, and a `bin/ssh` that uses that config; the plugin puts
-`DIR/bin` first on the task's PATH. It touches `DIR/ready` once it accepts connections.
+`DIR/bin` first on the task's PATH; on the host they belong to the task's user. It touches
+`DIR/ready` once it accepts connections.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fcntl
 import functools
 import json
@@ -31,7 +36,7 @@ import signal
 import struct
 import sys
 import termios
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +77,52 @@ class Container:
         return [self.runtime, "exec", *options, self.name, *shell]
 
 
+@dataclass(frozen=True)
+class HostTask:
+    """Where sessions run when the task is on the host: the namespaces of its process `pid`,
+    as its user (`user`: uid and gid; None keeps this server's), in its working directory."""
+
+    pid: int
+    user: tuple[int, int] | None
+    working_dir: str
+    environment: Mapping[str, str]
+    """The task's environment, which every session gets (the job's client settings first on
+    its PATH)."""
+    client_dir: str
+
+    def env(self) -> dict[str, str]:
+        env = dict(self.environment)
+        env["PATH"] = f"{self.client_dir}/bin:{env.get('PATH', os.defpath)}"
+        return env
+
+    def enter(self) -> None:
+        """In a session's process, before it runs the shell: the task's namespaces, then its
+        user (no supplementary groups), then its working directory."""
+        for kind, flag in (("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS)):
+            own = os.readlink(f"/proc/self/ns/{kind}")
+            if os.readlink(f"/proc/{self.pid}/ns/{kind}") == own:
+                continue
+            descriptor = os.open(f"/proc/{self.pid}/ns/{kind}", os.O_RDONLY)
+            try:
+                if _LIBC.setns(descriptor, flag) != 0:
+                    error = ctypes.get_errno()
+                    raise OSError(error, f"cannot enter the task's {kind} namespace")
+            finally:
+                os.close(descriptor)
+        if self.user is not None:
+            uid, gid = self.user
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+        os.chdir(self.working_dir)
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+_LIBC = ctypes.CDLL(None, use_errno=True)
+"""Loaded here, not in a session's process between fork and exec."""
+
+
 IN_CONTAINER_SHELL = (
     'PATH="$1:$PATH"; export PATH; shift; '
     'if command -v bash >/dev/null 2>&1; then exec bash "$@"; fi; exec sh "$@"'
@@ -89,15 +140,20 @@ IN_CONTAINER_SSH = (
 
 
 def write_client_files(
-    directory: Path, job_key: str, host_public: str, *, in_container: bool = False
+    directory: Path,
+    job_key: str,
+    host_public: str,
+    env: Mapping[str, str],
+    *,
+    in_container: bool = False,
 ) -> None:
     """The job key, known hosts and config with which `ssh <role>-<index>` reaches a peer
-    (in a container, with the image's ssh client)."""
+    (in a container, with the image's ssh client), for the task whose environment is `env`."""
     key_file = directory / JOB_KEY_FILE
     known_hosts = directory / "known_hosts"
-    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "pai"
+    user = env.get("USER") or env.get("LOGNAME") or "pai"
     config_lines, host_lines = [], []
-    for name, address, port in peers(os.environ):
+    for name, address, port in peers(env):
         host_lines.append(f"[{address}]:{port} {host_public}")
         config_lines += [
             f"Host {name}",
@@ -117,7 +173,7 @@ def write_client_files(
     if in_container:
         script = IN_CONTAINER_SSH.format(config=config)
     else:
-        client = shutil.which("ssh")
+        client = shutil.which("ssh", path=env.get("PATH"))
         if client is None:
             print("[pai] no ssh client on this machine: tasks reach each other only by IP")
             return
@@ -135,21 +191,23 @@ def _write_private(path: Path, text: str) -> None:
 
 
 async def run_session(
-    process: asyncssh.SSHServerProcess[bytes], container: Container | None = None
+    process: asyncssh.SSHServerProcess[bytes], task: Container | HostTask
 ) -> None:
-    """A shell, or the one command the client asked for, in the task's environment (in its
-    container, when it has one)."""
+    """A shell, or the one command the client asked for, inside the task (see the module
+    docstring)."""
     command = process.command
     arguments = ["-c", command] if command is not None else ["-i"]
     terminal = process.term_type
-    if container is not None:
-        argv = container.argv(arguments, terminal=terminal)
+    enter: Callable[[], None] | None = None
+    if isinstance(task, Container):
+        env, argv = dict(os.environ), task.argv(arguments, terminal=terminal)
     else:
-        argv = [os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh", *arguments]
-    env = dict(os.environ)
+        env, enter = task.env(), task.enter
+        shell = env.get("SHELL") or shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
+        argv = [shell, *arguments]
     if terminal:
         env["TERM"] = terminal
-        status = await _run_in_terminal(process, argv, env)
+        status = await _run_in_terminal(process, argv, env, enter)
     else:
         child = await asyncio.create_subprocess_exec(
             *argv,
@@ -158,6 +216,7 @@ async def run_session(
             stderr=asyncio.subprocess.PIPE,
             env=env,
             start_new_session=True,
+            preexec_fn=enter,
         )
         assert child.stdout is not None and child.stderr is not None
         await process.redirect(stdin=child.stdin)
@@ -176,13 +235,23 @@ async def _copy(source: asyncio.StreamReader, target: asyncssh.SSHWriter[bytes])
 
 
 async def _run_in_terminal(
-    process: asyncssh.SSHServerProcess[bytes], argv: list[str], env: dict[str, str]
+    process: asyncssh.SSHServerProcess[bytes],
+    argv: list[str],
+    env: dict[str, str],
+    enter: Callable[[], None] | None,
 ) -> int:
-    """`argv` on a pseudo-terminal that is its controlling terminal, resized as the client's."""
+    """`argv` on a pseudo-terminal that is its controlling terminal, resized as the client's
+    (after `enter`, when given, has put it inside the task)."""
     leader, follower = pty.openpty()
     _resize(follower, process.term_size)
+
+    def start() -> None:
+        _take_tty()
+        if enter is not None:
+            enter()
+
     child = await asyncio.create_subprocess_exec(
-        *argv, stdin=follower, stdout=follower, stderr=follower, env=env, preexec_fn=_take_tty
+        *argv, stdin=follower, stdout=follower, stderr=follower, env=env, preexec_fn=start
     )
     os.close(follower)
     loop = asyncio.get_running_loop()
@@ -230,9 +299,7 @@ def _resize(descriptor: int, size: tuple[int, int, int, int]) -> None:
         fcntl.ioctl(descriptor, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
 
 
-async def serve(
-    directory: Path, keys: Mapping[str, Any], container: Container | None = None
-) -> None:
+async def serve(directory: Path, keys: Mapping[str, Any], task: Container | HostTask) -> None:
     address = os.environ["PAI_CONTAINER_HOST_IP"]
     port = int(os.environ["PAI_CONTAINER_SSH_PORT"])
     lines = "\n".join(keys["authorizedKeys"])
@@ -244,7 +311,7 @@ async def serve(
         port,
         server_host_keys=[asyncssh.import_private_key(keys["hostKey"])],
         authorized_client_keys=authorized,
-        process_factory=functools.partial(run_session, container=container),
+        process_factory=functools.partial(run_session, task=task),
         encoding=None,
         password_auth=False,
         kbdint_auth=False,
@@ -262,20 +329,36 @@ async def serve(
 def main() -> None:
     arguments = sys.argv[1:]
     directory = Path(arguments[0])
-    container = None
-    if arguments[1:2] == ["--container"]:
-        container = Container(
-            arguments[2], arguments[3], os.environ["PAI_WORK_DIR"], str(directory)
-        )
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     (directory / READY_FILE).unlink(missing_ok=True)
     keys = json.loads(sys.stdin.read())
+    task: Container | HostTask
+    user: tuple[int, int] | None = None
+    where = os.environ["PAI_WORK_DIR"]
+    if arguments[1] == "--container":
+        task = Container(arguments[2], arguments[3], where, str(directory))
+    else:  # --host
+        pid, *ids = (int(argument) for argument in arguments[2:5])
+        user = (ids[0], ids[1]) if ids else None
+        task = HostTask(pid, user, where, keys["environment"], str(directory))
     job_key = keys.get("jobKey")
     if job_key:
         write_client_files(
-            directory, job_key, keys["hostPublicKey"], in_container=container is not None
+            directory,
+            job_key,
+            keys["hostPublicKey"],
+            task.environment if isinstance(task, HostTask) else os.environ,
+            in_container=isinstance(task, Container),
         )
-    asyncio.run(serve(directory, keys, container))
+    if user is not None:
+        _give(directory, *user)
+    asyncio.run(serve(directory, keys, task))
+
+
+def _give(directory: Path, uid: int, gid: int) -> None:
+    """`directory` and what is in it to the task's user: its client settings are its own."""
+    for path in (directory, *directory.rglob("*")):
+        os.chown(path, uid, gid, follow_symlinks=False)
 
 
 if __name__ == "__main__":

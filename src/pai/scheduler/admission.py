@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from pai.cluster.model import ClusterConfig
+from pai.scheduler.reasons import amount
 from pai.scheduler.types import (
     GPU_MILLI,
     MAX_PRIORITY,
@@ -101,6 +102,20 @@ class CapacityIndex:
                 self._chain_memo.clear()
             self._chain_memo[key] = found
         return found
+
+    def sku_capacity(self, sku_type: str, vc: str | None) -> Capacity:
+        """The most a VC (None: the whole cluster) can ever give a group of one SKU: a group
+        stays within one chain, so the largest of that SKU's chains."""
+        chains = self.vcs.get(vc, {}) if vc is not None else self.chains
+        held = [
+            capacity
+            for chain, capacity in chains.items()
+            if self.cluster.chains[chain].sku_type == sku_type
+        ]
+        return Capacity(
+            max((capacity.leaves for capacity in held), default=0),
+            max((capacity.largest_node for capacity in held), default=0),
+        )
 
     def lacking(self, request: GroupRequest, chain_name: str) -> str | None:
         """What a node of the chain can never give one of the request's pods, or None.
@@ -218,13 +233,17 @@ def _shape_refusal(
         if needed <= capacity.leaves and largest_pod <= capacity.largest_node:
             return None
     chain, capacity = next(iter(options.items()))
-    noun = cluster.chain_sku(chain).unit_noun
+    sku = cluster.chain_sku(chain)
+    noun = sku.unit_noun
     if largest_pod > capacity.largest_node:
         return (
-            f"a task needs {largest_pod} {noun} on one node but the largest cell of {owner} "
-            f"holds {capacity.largest_node}"
+            f"a task needs {amount(sku, largest_pod)} {noun} on one node but the largest cell "
+            f"of {owner} holds {amount(sku, capacity.largest_node)}"
         )
-    return f"the job needs {needed} {noun} but {owner} has {capacity.leaves} in total"
+    return (
+        f"the job needs {amount(sku, needed)} {noun} but {owner} has "
+        f"{amount(sku, capacity.leaves)} in total"
+    )
 
 
 def least_leaves(request: GroupRequest) -> int:

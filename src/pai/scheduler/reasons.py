@@ -14,8 +14,8 @@ MAX_DETAILED_GROUPS = 50  # listed in the details
 
 
 def amount(sku: SkuType, leaves: int) -> int:
-    """Leaves as the unit users think in: GPUs for GPU SKUs, CPU slots otherwise."""
-    return leaves * sku.gpu if sku.gpu > 0 else leaves
+    """Leaves as the unit users think in: GPUs for GPU SKUs, CPUs otherwise."""
+    return leaves * (sku.gpu if sku.gpu > 0 else sku.cpu)
 
 
 def vc_quota(
@@ -63,7 +63,7 @@ def topology(
     owner: str, sku: SkuType, sizes: Sequence[int], node_size: int, free: int, largest: int
 ) -> WaitReason:
     noun = sku.unit_noun
-    unit = "GPU" if sku.gpu > 0 else "CPU-slot"
+    unit = "GPU" if sku.gpu > 0 else "CPU"
     distinct = sorted(set(sizes))
     if distinct == [node_size]:
         count = len(sizes)

@@ -8,7 +8,8 @@
   roles without one share the group `default`; without gang allocation every task is its own
   group. A group is named `<job key>/<group>` (OpenPAI: `<user>~<job>/default`);
 - without `skuType` or `pinnedCellId`, a group gets the first SKU of its VC (file order) that has
-  every resource its tasks ask for, preferring CPU-only SKUs for groups that ask for no GPU;
+  every resource its tasks ask for and whose cells can hold them, preferring CPU-only SKUs for
+  groups that ask for no GPU;
 - a task asking for a share of a GPU (`gpu: 0.25`) shares one leaf cell of a SKU of one GPU per
   leaf cell with other such tasks of its VC (`pai.scheduler.gpushare`); its CPU and memory come
   from the node, not from more cells. Roles sharing GPUs and roles on whole cells of one affinity
@@ -108,32 +109,45 @@ def job_requests(spec: JobSpec, cluster: ClusterConfig, job_key: str) -> list[Gr
     requests: list[GroupRequest] = []
     for group_name, members in groups.items():
         try:
-            sku, pinned = _placement_target(members, cluster, vc, priority, group_name)
-            pods = [
-                _pod(member, index, sku) for member in members for index in range(member.instances)
-            ]
+            target = _placement_target(members, cluster, vc, priority, group_name)
         except RequestRefused as refused:
             problems += refused.problems
             continue
-        if spec.extras.gang_allocation:
-            units = [(f"{job_key}/{group_name}", pods)]
-        else:
-            units = [(f"{job_key}/{pod.role}-{pod.index}", [pod]) for pod in pods]
-        for name, unit in units:
-            request = GroupRequest(
-                name=name,
-                vc=vc,
-                priority=priority,
-                pods=tuple(unit),
-                sku_type=sku.name,
-                pinned_cell_id=pinned,
-                lazy_preemption=lazy,
-            )
-            refusal = capacity.refusal(request)
-            if refusal is not None:
-                problems.append(refusal)
+        refusals: dict[str, str] = {}
+        for sku in target.skus:
+            try:
+                pods = [
+                    _pod(member, index, sku)
+                    for member in members
+                    for index in range(member.instances)
+                ]
+            except RequestRefused as refused:
+                refusals[sku.name] = "; ".join(refused.problems)
+                continue
+            if spec.extras.gang_allocation:
+                units = [(f"{job_key}/{group_name}", pods)]
+            else:
+                units = [(f"{job_key}/{pod.role}-{pod.index}", [pod]) for pod in pods]
+            unit_requests = [
+                GroupRequest(
+                    name=name,
+                    vc=vc,
+                    priority=priority,
+                    pods=tuple(unit),
+                    sku_type=sku.name,
+                    pinned_cell_id=target.pinned,
+                    lazy_preemption=lazy,
+                )
+                for name, unit in units
+            ]
+            refusal = next(filter(None, map(capacity.refusal, unit_requests)), None)
+            if refusal is None:
+                requests += unit_requests
                 break
-            requests.append(request)
+            refusals[sku.name] = refusal
+        else:
+            gang = spec.extras.gang_allocation
+            problems.append(target.refusal(members, refusals, capacity, gang=gang))
     if problems:
         raise RequestRefused(list(dict.fromkeys(problems)))
     return requests
@@ -167,10 +181,82 @@ def _pod(role: _Role, index: int, sku: SkuType) -> PodRequest:
     return PodRequest(role.name, index, 1, share, role.cpu * 1000, role.memory_mb)
 
 
+@dataclass(frozen=True)
+class _Target:
+    """The SKUs an affinity group may take, in the order they are tried, and its pinned cell.
+
+    A group that names its SKU or pinned cell has one; otherwise every SKU of its VC with the
+    resources its tasks ask for, those without GPUs first for a group that asks for none."""
+
+    skus: list[SkuType]
+    pinned: str | None
+    chosen_from: list[SkuType] | None
+    """Every SKU of the VC, when PAI chooses among them (None: the job named its own)."""
+    owner: str
+    vc: str | None
+
+    def refusal(
+        self,
+        members: list[_Role],
+        refusals: dict[str, str],
+        capacity: CapacityIndex,
+        *,
+        gang: bool,
+    ) -> str:
+        """Why no SKU of the target can hold the group: the one SKU's own reason, or, when PAI
+        chose among several, each SKU of the VC and why it cannot."""
+        if self.chosen_from is None or len(self.chosen_from) == 1:
+            return refusals[self.skus[0].name]
+        reasons = []
+        for sku in self.chosen_from:
+            missing = next(filter(None, (_lacking(role, sku) for role in members)), None)
+            if missing is not None:
+                reason = LACKING_REASONS[missing]
+            else:
+                reason = self._why_not(sku, refusals[sku.name], capacity, members, gang=gang)
+            reasons.append(f"SKU '{sku.name}': {reason}")
+        return f"no SKU of {self.owner} can run the tasks: {_asks(members)}; " + "; ".join(reasons)
+
+    def _why_not(
+        self,
+        sku: SkuType,
+        refusal: str,
+        capacity: CapacityIndex,
+        members: list[_Role],
+        *,
+        gang: bool,
+    ) -> str:
+        """A SKU's reason in what its nodes and the VC hold, which a user compares with what
+        the tasks ask for; leaf cells mean little to someone who asked for CPUs."""
+        if any(role.gpu_milli is not None for role in members):
+            return refusal
+        try:
+            sizes = [_leaf_cells(role, sku) for role in members]
+        except RequestRefused:
+            return refusal
+        held = capacity.sku_capacity(sku.name, self.vc)
+        if max(sizes) > held.largest_node:
+            return f"a node has at most {_held(sku, held.largest_node)}"
+        needed = sum(role.instances * size for role, size in zip(members, sizes, strict=True))
+        if gang and needed > held.leaves:
+            return f"{self.owner} has {_held(sku, held.leaves)} in all, less than the tasks need"
+        return refusal
+
+
+LACKING_REASONS = {
+    "gpu": "it has no GPUs",
+    "cpu": "it has no CPUs",
+    "memory": "it has no memory",
+    "a share of one GPU": "its leaf cells are not one GPU each, as a share of a GPU needs",
+    "GPU memory": "its GPUs have less GPU memory than a task asks for",
+}
+"""What `_lacking` finds, as a reason a SKU cannot run a group."""
+
+
 def _placement_target(
     members: list[_Role], cluster: ClusterConfig, vc: str, priority: int, group: str
-) -> tuple[SkuType, str | None]:
-    """The SKU (and pinned cell) of an affinity group, whose roles must agree on both."""
+) -> _Target:
+    """The SKUs (and pinned cell) of an affinity group, whose roles must agree on both."""
     wanted = {(role.sku_type, role.pinned_cell_id) for role in members}
     if len(wanted) > 1:
         roles = ", ".join(f"'{role.name}'" for role in members)
@@ -181,42 +267,47 @@ def _placement_target(
             ]
         )
     sku_type, pinned = wanted.pop()
+    owner = f"VC '{vc}'" if priority >= 0 else "the cluster"
     if pinned is not None:
         if pinned not in cluster.pinned_cells:
             raise RequestRefused([f"unknown pinned cell '{pinned}'"])
-        return cluster.chain_sku(cluster.pinned_cell_chain(pinned)), pinned
+        sku = cluster.chain_sku(cluster.pinned_cell_chain(pinned))
+        return _Target([sku], pinned, None, owner, vc)
     if sku_type is not None:
         if sku_type not in cluster.sku_types:
             known = ", ".join(cluster.sku_types)
             raise RequestRefused([f"unknown skuType '{sku_type}' (SKU types: {known})"])
-        return cluster.sku_types[sku_type], None
-    return _default_sku(members, cluster, vc, priority), None
-
-
-def _default_sku(members: list[_Role], cluster: ClusterConfig, vc: str, priority: int) -> SkuType:
+        return _Target([cluster.sku_types[sku_type]], None, None, owner, vc)
     skus = cluster.vc_sku_types[vc]
     if not skus and priority < 0:
         skus = cluster.chain_sku_types
     needs_gpu = any(role.gpu > 0 for role in members)
     usable = [sku for sku in skus if all(_lacking(role, sku) is None for role in members)]
     if not usable:
-        owner = f"VC '{vc}'" if priority >= 0 else "the cluster"
-        asks = "; ".join(
-            f"task role '{role.name}' asks for {_amounts(role.gpu, role.cpu, role.memory_mb)} "
-            "per task"
-            for role in members
-        )
         offers = ", ".join(
             f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})" for sku in skus
         )
         raise RequestRefused(
             [
-                f"no SKU of {owner} provides what the tasks ask for: {asks}; the SKUs of "
-                f"{owner} offer per leaf cell: {offers or 'nothing (it has no cells)'}"
+                f"no SKU of {owner} provides what the tasks ask for: {_asks(members)}; the SKUs "
+                f"of {owner} offer per leaf cell: {offers or 'nothing (it has no cells)'}"
             ]
         )
     usable.sort(key=lambda sku: (sku.gpu > 0) != needs_gpu)
-    return usable[0]
+    chosen_from = sorted(skus, key=lambda sku: (sku.gpu > 0) != needs_gpu)
+    return _Target(usable, None, chosen_from, owner, vc if priority >= 0 else None)
+
+
+def _asks(members: list[_Role]) -> str:
+    return "; ".join(
+        f"task role '{role.name}' asks for {_amounts(role.gpu, role.cpu, role.memory_mb)} per task"
+        for role in members
+    )
+
+
+def _held(sku: SkuType, leaves: int) -> str:
+    """What `leaves` leaf cells of `sku` hold together."""
+    return _amounts(leaves * sku.gpu, leaves * sku.cpu, leaves * sku.memory_mb)
 
 
 def _lacking(role: _Role, sku: SkuType) -> str | None:

@@ -115,7 +115,7 @@ class TaskStatus(ApiModel):
     """One task of a role: where it runs, what it holds and how it ended."""
 
     task_index: int
-    task_uid: int | str | None = None
+    task_uid: str | None = None
     task_state: str = "UNKNOWN"
     container_id: str | None = None
     container_ip: str | None = None

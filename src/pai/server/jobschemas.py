@@ -124,8 +124,8 @@ class JobStatusInfo(BaseModel):
 
 class TaskStatusInfo(BaseModel):
     taskIndex: int
-    taskUid: int = Field(
-        description="Identifies the task in this job attempt (below 2**53, as OpenPAI's is)."
+    taskUid: str = Field(
+        description="Identifies the task in this job attempt (text, as OpenPAI's instance UID)."
     )
     taskState: str
     containerId: str | None = Field(description="The executor's key of the current attempt.")
@@ -247,7 +247,7 @@ class TaskAttempts(BaseModel):
     status)."""
 
     taskIndex: int
-    taskUid: str = Field(description="The job detail's `taskUid` of this task, as text.")
+    taskUid: str = Field(description="The job detail's `taskUid` of this task.")
     taskState: str
     retries: int
     accountableRetries: int

@@ -71,11 +71,12 @@ def pod_uid(framework_name: str, role: str, index: int) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pai-task:{framework_name}/{role}/{index}"))
 
 
-def task_uid(framework_name: str, attempt_id: int, role: str, index: int) -> int:
-    """OpenPAI's integer `taskUid` of a task in one job attempt; 48 bits, so that JavaScript
-    clients, which read JSON numbers as doubles, get it exactly."""
-    name = f"{framework_name}/{attempt_id}/{role}/{index}".encode()
-    return int.from_bytes(hashlib.sha256(name).digest()[:6], "big")
+def task_uid(framework_name: str, attempt_id: int, role: str, index: int) -> str:
+    """OpenPAI's `taskUid` of a task in one job attempt: text, as its server sends a task's
+    instance UID, and new in each job attempt (`pod_uid` stays the same across them)."""
+    return str(
+        uuid.uuid5(uuid.NAMESPACE_URL, f"pai-task:{framework_name}/{attempt_id}/{role}/{index}")
+    )
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,7 @@ class JobView:
         state = fw.task_shown_state(task)
         return TaskAttempts(
             taskIndex=task.index,
-            taskUid=str(self._task_uid(attempt, task)),
+            taskUid=self._task_uid(attempt, task),
             taskState=state,
             retries=task.retry.total,
             accountableRetries=task.retry.accountable,
@@ -502,7 +503,7 @@ class JobView:
             return None
         return self._log_url(attempt.attempt_id, task.role, task.index, task_attempt.attempt_id)
 
-    def _task_uid(self, attempt: fw.JobAttempt, task: fw.Task) -> int:
+    def _task_uid(self, attempt: fw.JobAttempt, task: fw.Task) -> str:
         return task_uid(self.row.framework_name, attempt.attempt_id, task.role, task.index)
 
     def _explain(self, code: int) -> ExitSpecInfo:

@@ -82,6 +82,33 @@ def test_a_wrong_registry_password_fails_with_254_and_is_written_nowhere(
     assert leaked.stdout == ""  # no log, record or credentials file keeps it
 
 
+def test_a_private_image_on_the_node_runs_only_for_tasks_the_registry_would_let_pull_it(
+    containers: Harness, container_sandbox: ContainerSandbox, busybox_image: str, tmp_path: Path
+) -> None:
+    container_sandbox.remove_image(busybox_image)
+    wrong = "Wrong-Password-5c1e"
+
+    pulled = containers.run("pulls", "echo pulled")  # with the right password
+    refused = containers.run("wrong", "echo ran", image_auth=RegistryAuth("pai", wrong))
+    anonymous = containers.run("anonymous", "echo ran", image_auth=None)
+    again = containers.run("again", "echo again")
+
+    assert pulled.exit_code == 0
+    for result in (refused, anonymous):
+        verdict = result.classification
+        assert (result.exit_code, verdict.phrase) == (254, "ContainerImageNotExists")
+        assert "unauthorized" in verdict.diagnostics[0] and busybox_image in verdict.diagnostics[0]
+        assert result.started_at is None
+    assert containers.executor.logs("wrong", LogStream.STDOUT) == b""
+    assert again.exit_code == 0
+    assert not any(event.message for event in containers.events["again"])  # not pulled again
+    again_log = containers.executor.logs("again", LogStream.RUNTIME).decode()
+    assert "registry" not in again_log  # its credentials were those that pulled it: not asked
+    for password in (wrong, container_sandbox.password):  # the node remembers HMACs only
+        leaked = subprocess.run(["grep", "-rlF", password, str(tmp_path)], capture_output=True)
+        assert leaked.stdout == b""
+
+
 def test_an_image_the_registry_does_not_have_fails_with_254(
     containers: Harness, container_sandbox: ContainerSandbox
 ) -> None:

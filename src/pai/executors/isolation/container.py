@@ -28,14 +28,18 @@ from typing import IO
 
 from pai.executors.isolation.host import feed, reap_orphans
 from pai.executors.isolation.images import (
+    PullFailed,
     RegistryAuth,
     auth_file,
+    by_digest,
     full_name,
+    present_digest,
     pull,
     pull_lock,
     pulled_every_time,
 )
 from pai.executors.isolation.mounts import Mount, MountFailed, prepare_source
+from pai.executors.isolation.pullrecords import PullRecords
 from pai.executors.isolation.runtime import (
     RUNTIME_TIMEOUT,
     SCRIPT_FD,
@@ -79,6 +83,8 @@ class ContainerPlan:
     pids_limit: int
     locks_dir: Path
     """Where the node's pulls take turns (one lock file per image)."""
+    pull_records: Path
+    """Where the node remembers which credentials pulled each image (`PullRecords`)."""
 
 
 class ContainerRun:
@@ -141,6 +147,8 @@ class ContainerRun:
         if pulled_every_time(self._image):
             self._pull()
             pulled = True
+        else:
+            self._check_access()
         binds = self._binds()
         try:
             self._run(binds)
@@ -167,7 +175,37 @@ class ContainerRun:
                 env=self._env,
                 on_progress=self._progress,
             )
+            PullRecords(self._plan.pull_records).remember(self._image, self._auth)
         self._note(f"pulled image {self._image}")
+
+    def _check_access(self) -> None:
+        """Use an image the node has only if this task's credentials may pull it: those that
+        pulled it here, or what its registry accepts now for the manifest the node has (see
+        `pullrecords`). An image the node lacks is pulled with them instead (`start`)."""
+        records = PullRecords(self._plan.pull_records)
+        with pull_lock(self._plan.locks_dir, self._image):
+            if records.allows(self._image, self._auth):
+                return
+            digest = present_digest(self._plan.runtime, self._image, self._env)
+            if digest is None:
+                return
+            self._note(f"asking the registry whether this task may pull image {self._image}")
+            with auth_file(self._files.directory, self._image, self._auth) as credentials:
+                try:
+                    pull(
+                        self._plan.runtime,
+                        by_digest(self._image, digest),
+                        credentials=credentials,
+                        env=self._env,
+                        on_progress=lambda _: None,
+                    )
+                except PullFailed as failed:
+                    raise PullFailed(
+                        f"image {self._image} is on this node, but its registry does not let "
+                        f"this task's credentials pull it: {failed}",
+                        permanent=failed.permanent,
+                    ) from None
+            records.remember(self._image, self._auth)
 
     def _binds(self) -> list[Mount]:
         """The task's directories and storages, at the paths they have on the node."""

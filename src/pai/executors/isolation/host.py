@@ -45,13 +45,19 @@ class HostRun:
             user = record.task_user
             self._env.update(HOME=str(record.working_dir), USER=user.name, LOGNAME=user.name)
         self._process: subprocess.Popen[bytes] | None = None
-        self._feed: tuple[int, bytes] | None = None
+        self._script: tuple[int, int] | None = None
+        """The pipe bash reads its script from: the descriptor bash has it as, and ours."""
 
     @property
     def identity(self) -> ProcessIdentity:
         assert self._process is not None
         pid = self._process.pid
         return ProcessIdentity.of(pid) or ProcessIdentity(pid, 0.0)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The task's environment."""
+        return dict(self._env)
 
     @property
     def stdout(self) -> IO[bytes]:
@@ -63,8 +69,9 @@ class HostRun:
         assert self._process is not None and self._process.stderr is not None
         return self._process.stderr
 
-    def start(self, script: bytes) -> None:
-        """Start bash on the script (raises MountFailed when a mount cannot be made)."""
+    def start(self) -> None:
+        """Start bash, in the task's view of the node and as its user; it runs the script
+        once given it (`feed`). Raises MountFailed when a mount cannot be made."""
         record, env = self._record, dict(self._env)
         bash = shutil.which("bash", path=env.get("PATH")) or "/bin/bash"
         read_fd, write_fd = os.pipe()
@@ -106,6 +113,12 @@ class HostRun:
             os.close(write_fd)
             self._process.communicate()
             raise failed
+        self._script = (read_fd, write_fd)
+
+    def feed(self, script: bytes) -> None:
+        """Give bash its script (once)."""
+        assert self._script is not None, "the script was given already"
+        (read_fd, write_fd), self._script = self._script, None
         # bash reads the script through its own descriptor; closing the inherited one keeps the
         # task's programs from reading (or holding open) the script pipe.
         script = f"exec {read_fd}<&-\n".encode() + script

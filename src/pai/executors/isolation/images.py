@@ -7,6 +7,8 @@ draws its progress bars: their figures become the task's "pulling image" message
 
 Credentials from a job's `auth` reach the runtime in a file of the task's own state directory
 (mode 600), which is removed after the pull: never on a command line, in a log or in the store.
+An image the node has is used only by tasks that may pull it (`pullrecords`): the registry is
+asked for its manifest, by digest, with the task's credentials, unless they pulled it here.
 A refusal by the registry (no such image, wrong credentials) is permanent, one that cannot be
 reached is transient: the task is retried.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 DOCKER_HUB = "docker.io"
 AUTH_FILE = "registry-auth.json"
 PULL_TIMEOUT = 3600.0
+INSPECT_TIMEOUT = 60.0
 PROGRESS_INTERVAL = 0.5
 """Seconds between two progress reports of one pull."""
 _PROGRESS = re.compile(
@@ -97,6 +100,30 @@ def full_name(image: str) -> str:
 
 def registry_of(image: str) -> str:
     return full_name(image).split("/", 1)[0]
+
+
+def by_digest(image: str, digest: str) -> str:
+    """The name of `image`'s repository with `digest` in place of its tag."""
+    repository = full_name(image).split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return f"{repository}@{digest}"
+
+
+def present_digest(runtime: str, image: str, env: Mapping[str, str]) -> str | None:
+    """The digest of the manifest of `image` as this node has it; None when it lacks it."""
+    try:
+        shown = subprocess.run(
+            [runtime, "image", "inspect", "--format", "{{.Digest}}", image],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=INSPECT_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    digest = shown.stdout.strip()
+    return digest if shown.returncode == 0 and digest.startswith("sha256:") else None
 
 
 def pulled_every_time(image: str) -> bool:

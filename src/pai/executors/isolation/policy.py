@@ -12,7 +12,9 @@ what it has (`resolve`):
   file system, with only the task's own directories bound back in place.
 
 `auto` (the default) takes containers where a runtime is found and the host elsewhere;
-`container` makes a node without a runtime refuse tasks, and say why.
+`container` makes a node without a runtime refuse tasks, and say why. A runtime that is found
+but cannot start a container (`runtimecheck`) keeps the node in container mode, taking no
+tasks until it can.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pai.executors.isolation.runtimecheck import RECHECK_SECONDS, trivial_container_problem
 
 CONTAINER = "container"
 HOST = "host"
@@ -103,6 +107,9 @@ class NodeIsolation:
     runtime: str | None = None
     """The runtime's executable, in container mode."""
     runtime_version: str = ""
+    runtime_problem: str | None = None
+    """What the runtime said when a trivial container failed to start as the node resolved
+    its isolation (`runtimecheck`): the node takes no tasks until a check succeeds."""
     task_user: TaskUser | None = None
     """Host tasks run as this user (None: as PAI's own)."""
     problem: str | None = None
@@ -111,8 +118,17 @@ class NodeIsolation:
         """One sentence for `pai up` and the portal."""
         if self.problem is not None:
             return f"this node takes no tasks: {self.problem}"
+        if self.mode == CONTAINER and self.runtime_problem is not None:
+            return (
+                f"this node takes no tasks while {self.runtime_version} cannot start a "
+                f"container: {self.runtime_problem} (checked again every "
+                f"{RECHECK_SECONDS:g} s; tasks run in containers once it can)"
+            )
         if self.mode == CONTAINER:
-            return f"tasks run in containers of their jobs' images ({self.runtime_version})"
+            return (
+                f"tasks run in containers of their jobs' images ({self.runtime_version}, "
+                "which started a test container)"
+            )
         who = self.task_user.name if self.task_user else _current_user()
         warning = (
             "" if self.task_user else "; they can read what PAI's user can (PAI's home included)"
@@ -130,7 +146,12 @@ def resolve(policy: IsolationPolicy) -> NodeIsolation:
         if runtime is not None:
             version, problem = _runtime_version(runtime)
             if problem is None:
-                return NodeIsolation(CONTAINER, runtime=runtime, runtime_version=version)
+                return NodeIsolation(
+                    CONTAINER,
+                    runtime=runtime,
+                    runtime_version=version,
+                    runtime_problem=trivial_container_problem(runtime, os.environ),
+                )
             if policy.mode == CONTAINER:
                 return NodeIsolation(CONTAINER, problem=problem)
         elif policy.mode == CONTAINER:

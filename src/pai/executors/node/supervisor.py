@@ -50,6 +50,7 @@ from pai.executors.isolation.host import HostRun, kill_descendants
 from pai.executors.isolation.images import PullFailed, RegistryAuth
 from pai.executors.isolation.mounts import MountFailed
 from pai.executors.isolation.policy import CONTAINER, RUNTIME_ENV
+from pai.executors.isolation.runtimecheck import RuntimeHealth
 from pai.executors.node.logfiles import READ_CHUNK, CappedLogWriter, read_log
 from pai.executors.node.taskfiles import (
     MIB,
@@ -72,6 +73,7 @@ PUMP_JOIN_TIMEOUT = 5.0
 SSH_READY_TIMEOUT = 30.0
 SSH_DIR = ".pai-ssh"
 IMAGE_LOCKS_DIR = "image-locks"
+IMAGE_PULLS_DIR = "image-pulls"
 RESULT_RETRY_INTERVAL = 1.0
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -94,6 +96,7 @@ class TaskRun(Protocol):
     def stdout(self) -> IO[bytes]: ...
     @property
     def stderr(self) -> IO[bytes]: ...
+    def feed(self, script: bytes) -> None: ...
     def running(self) -> bool: ...
     def resident_bytes(self) -> int | None: ...
     def signal(self, signum: int) -> None: ...
@@ -206,9 +209,9 @@ class Supervisor:
                     else ExitCode.POD_CREATION_TRANSIENT_ERROR,
                 )
             except StartFailed as failed:
-                return self._start_failed_classification(str(failed), failed.code)
+                return self._start_failed_classification(*self._start_failure(failed))
             failure = None
-            if isinstance(task, ContainerRun) and self._ssh_request is not None:
+            if self._ssh_request is not None:
                 failure = self._start_ssh_server(task)  # running means it can be reached
             self._started_at = utc_now()
             container = self._record.container_name if task.isolation == CONTAINER else None
@@ -242,27 +245,25 @@ class Supervisor:
 
     def _start(self) -> TaskRun:
         record = self._record
-        inherited = {
-            name: os.environ[name] for name in self._config.inherit_env if name in os.environ
-        }
         if record.isolation != CONTAINER:
-            host = HostRun(record, inherited)
-            host.start(self._script)
+            host = HostRun(record, self._inherited_env())
+            host.start()
             return host
         assert record.runtime is not None and record.container_name is not None
+        node_dir = self._node_dir()
         plan = ContainerPlan(
             runtime=record.runtime,
             name=record.container_name,
             labels=record.container_labels,
             pids_limit=self._config.isolation.pids_limit,
-            locks_dir=self._files.directory.parent.parent / IMAGE_LOCKS_DIR,
+            locks_dir=node_dir / IMAGE_LOCKS_DIR,
+            pull_records=node_dir / IMAGE_PULLS_DIR,
         )
-        runtime_env = {**inherited, **{n: os.environ[n] for n in RUNTIME_ENV if n in os.environ}}
         container = ContainerRun(
             record,
             self._files,
             plan,
-            runtime_env,
+            self._runtime_env(),
             self._image_auth,
             note=self._note,
             progress=self._files.write_progress,
@@ -270,35 +271,52 @@ class Supervisor:
         container.start()
         return container
 
+    def _inherited_env(self) -> dict[str, str]:
+        """What of this process's environment the task inherits."""
+        return {name: os.environ[name] for name in self._config.inherit_env if name in os.environ}
+
+    def _runtime_env(self) -> dict[str, str]:
+        """The environment of the container runtime's commands: the runtime's configuration
+        as the administrator points to it, beside what tasks inherit."""
+        own = {name: os.environ[name] for name in RUNTIME_ENV if name in os.environ}
+        return {**self._inherited_env(), **own}
+
+    def _node_dir(self) -> Path:
+        """The executor's state directory on this node, which its tasks' directories are in."""
+        return self._files.directory.parent.parent
+
     def _feed_and_watch(self, task: TaskRun, failure: bytes | None) -> _Ending:
-        """A container task gets its script (once the job's other tasks accept SSH, when it
-        asked for that barrier), or the script that fails it saying why; then the task is
-        watched to its end."""
-        if isinstance(task, ContainerRun):
-            if failure is None and self._ssh_request is not None:
-                failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
-            task.feed(failure or self._script)
+        """The task gets its script (once the job's other tasks accept SSH, when it asked for
+        that barrier), or the script that fails it saying why; then it is watched to its
+        end."""
+        if failure is None and self._ssh_request is not None:
+            failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
+        task.feed(failure or self._script)
         return self._watch(task)
 
-    def _start_ssh_server(self, task: ContainerRun) -> bytes | None:
-        """Start the task's SSH server on the node, whose sessions open in the container, and
-        wait until it listens; None then, else a script that fails the task saying why."""
-        assert self._ssh_request is not None and self._record.runtime is not None
+    def _start_ssh_server(self, task: TaskRun) -> bytes | None:
+        """Start the task's SSH server on the node, outside the task, whose sessions open
+        inside it (its container, or its view of the node as its user), and wait until it
+        listens; None then, else a script that fails the task saying why. It runs with PAI's
+        Python, which the task's own user may not be able to reach."""
+        assert self._ssh_request is not None
         directory = self._record.working_dir / SSH_DIR
         ready = directory / "ready"
         ready.unlink(missing_ok=True)
+        keys = dict(self._ssh_request["keys"])
+        if isinstance(task, ContainerRun):
+            assert self._record.runtime is not None
+            inside = ["--container", self._record.runtime, task.name]
+        else:
+            assert isinstance(task, HostRun)
+            user = self._record.task_user
+            ids = [str(user.uid), str(user.gid)] if user is not None else []
+            inside = ["--host", str(task.identity.pid), *ids]
+            keys["environment"] = task.env
         env = {**os.environ, **self._record.env}
         with open(self._record.log_dir / "sshd.log", "ab") as log:
             server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "pai.runtime.sshd",
-                    str(directory),
-                    "--container",
-                    self._record.runtime,
-                    task.name,
-                ],
+                [sys.executable, "-m", "pai.runtime.sshd", str(directory), *inside],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
@@ -306,7 +324,7 @@ class Supervisor:
                 start_new_session=True,
             )
         assert server.stdin is not None
-        server.stdin.write(json.dumps(self._ssh_request["keys"]).encode())
+        server.stdin.write(json.dumps(keys).encode())
         server.stdin.close()
         deadline = time.monotonic() + SSH_READY_TIMEOUT
         while not ready.exists() and server.poll() is None and time.monotonic() < deadline:
@@ -398,6 +416,23 @@ class Supervisor:
             code = ExitCode.POD_EXTERNAL_DELETED
         self._note(message)
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))
+
+    def _start_failure(self, failed: StartFailed) -> tuple[str, int]:
+        """What a container that did not start means: the node's fault when its runtime cannot
+        start even a trivial container (checked now, and recorded for the node, which then
+        takes no tasks until it can), so that the task is retried as a platform failure;
+        else the task's, as `failed` says."""
+        record = self._record
+        if record.runtime is None:
+            return str(failed), failed.code
+        problem = RuntimeHealth(record.runtime, self._runtime_env(), self._node_dir()).check()
+        if problem is None:
+            return str(failed), failed.code
+        message = (
+            f"{failed}; this node's container runtime cannot start a container ({problem}): "
+            "the task is retried, and the node takes no tasks until its runtime works"
+        )
+        return message, ExitCode.POD_NODE_ADMISSION_UNEXPECTED_ERROR
 
     def _mount_failed_classification(self, failed: MountFailed) -> Classification:
         code = (

@@ -98,7 +98,8 @@ class Report:
     """What the node and its tasks used, when a sample was due (not numbered: a lost one is
     not worth sending again)."""
     disk_problem: str | None = None
-    """Why no task may start on the node for lack of disk space (None while there is room)."""
+    """Why no task may start on the node for now: its disk under PAI's floor, or its container
+    runtime unable to start a container (None while tasks may start)."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class NodeAgent:
         if time.monotonic() >= self._next_usage:
             self._next_usage = time.monotonic() + self._usage_interval
             usage = self._executor.usage()
-        return Report(self._incarnation, tuple(reply), usage, self._executor.disk_problem())
+        return Report(self._incarnation, tuple(reply), usage, self._executor.node_problem())
 
     def recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
         """Start over with a control plane that (re)connects: every task attempt of the node,

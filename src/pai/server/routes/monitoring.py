@@ -3,8 +3,8 @@ history of jobs, VCs and the cluster, the monitoring token and cordoning nodes.
 
 `/metrics` and the webhook take the monitoring token (`Authorization: Bearer`, see
 `pai monitoring config`); `/metrics` is also open to clients on this machine's loopback, so a
-Prometheus beside PAI needs no token. Everything else takes a user's token as the rest of the
-API does.
+Prometheus beside PAI needs no token; an API worker relays the controller's. Everything else
+takes a user's token as the rest of the API does.
 """
 
 from __future__ import annotations
@@ -14,24 +14,29 @@ import ipaddress
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
+import httpx
 from fastapi import APIRouter, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from pai.errors import InvalidParametersError, UnauthorizedUserError
+from pai.errors import InvalidParametersError, ServiceUnavailableError, UnauthorizedUserError
 from pai.monitoring.access import monitoring_token
 from pai.monitoring.alerts import AlertDesk, AlertmanagerMessage, alert_view
 from pai.monitoring.history import CLUSTER, TASK, VC, Series, UsageHistory
 from pai.monitoring.metrics import PlatformMetrics
 from pai.orchestrator.controlplane import ControlPlane
 from pai.orchestrator.intents import cordon, find_job, uncordon
+from pai.orchestrator.published import StoredControlPlane
 from pai.server.deps import Admin, Caller, Context
 from pai.server.errors import error_responses
 from pai.store.models import Alert
 
 router = APIRouter(tags=["monitoring"])
 metrics_router = APIRouter(tags=["monitoring"])
+relayed_metrics_router = APIRouter(tags=["monitoring"])
+"""An API worker's `/metrics`, in place of `metrics_router`'s."""
+RELAY_TIMEOUT_SECONDS = 10.0
 
 MAX_ALERTS = 500
 
@@ -56,6 +61,28 @@ def metrics(request: Request, context: Context) -> Response:
     """Prometheus text format: tasks' and nodes' use, jobs, VCs, and PAI's own latencies."""
     _check_monitoring_token(request, context, loopback_ok=True)
     return Response(context.service(PlatformMetrics).render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@relayed_metrics_router.get(
+    "/metrics", response_class=Response, responses=error_responses(401, 503)
+)
+async def relayed_metrics(request: Request, context: Context) -> Response:
+    """The controller's `/metrics`, from an API worker (which has none of its own): Prometheus
+    scrapes `pai up` at the one address it serves, with API workers or without. The caller is
+    checked here, where its address is known (the controller would see this worker's loopback
+    address), and the controller is asked with the monitoring token."""
+    _check_monitoring_token(request, context, loopback_ok=True)
+    controller = context.service(StoredControlPlane).address.rstrip("/")
+    asking = {"Authorization": f"Bearer {monitoring_token(context.settings)}"}
+    try:
+        async with httpx.AsyncClient(timeout=RELAY_TIMEOUT_SECONDS) as client:
+            answer = await client.get(f"{controller}/metrics", headers=asking)
+    except httpx.TransportError:
+        raise ServiceUnavailableError(
+            "the PAI controller does not answer; try again once it is back"
+        ) from None
+    kind = answer.headers.get("content-type", CONTENT_TYPE_LATEST)
+    return Response(answer.content, status_code=answer.status_code, media_type=kind)
 
 
 class Received(BaseModel):
