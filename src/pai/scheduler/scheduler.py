@@ -57,6 +57,11 @@ class PlacementError(ValueError):
 class Scheduler(SharingState):
     """HiveD over one cluster. Not thread-safe: the caller serialises calls."""
 
+    overflow = False
+    """Whether a guaranteed group that must wait in its VC runs on idle cells instead, as an
+    opportunistic group (`pai.scheduler.pai`); a caller holding a group back from its VC's
+    cells may still offer it as opportunistic then."""
+
     def __init__(
         self,
         cluster: ClusterConfig,
