@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import or_, select
@@ -47,9 +47,6 @@ class UserShare:
     cpus: float
     jobs: int
     """Guaranteed jobs holding cells in the VC."""
-    limit: UserLimit
-    limit_groups: tuple[str, ...]
-    """The groups the limit comes from; none: the VC's default."""
     gpus_held: float
     """All GPUs the user's jobs of the VC hold, opportunistic ones included."""
     recent_gpu_seconds: float
@@ -60,10 +57,10 @@ class UserShare:
 class FairnessState:
     """What the controller knows of each VC's users after its last pass."""
 
-    half_life_s: float | None
+    half_life_s: float | None = None
     """None: fair share is off (first come, first served)."""
-    as_of: float
-    vcs: dict[str, tuple[UserShare, ...]]
+    as_of: float = 0.0
+    vcs: dict[str, tuple[UserShare, ...]] = field(default_factory=dict)
 
 
 class JobFairness:
@@ -183,15 +180,12 @@ class JobFairness:
             gpus = self._ledger.gpus_held(vc, user)
             if recent < 1.0 and not gpus and not held.jobs:
                 continue  # forgotten by now
-            limit = self.limit_of(vc, user)
             vcs.setdefault(vc, []).append(
                 UserShare(
                     user,
                     _rounded(held.gpus),
                     _rounded(held.cpus),
                     held.jobs,
-                    limit.limit,
-                    limit.groups,
                     _rounded(gpus),
                     round(recent, 1),
                 )
