@@ -306,7 +306,9 @@ def test_a_bad_user_limit_names_each_field() -> None:
         },
     }
     text = "\n".join(problems_of(small_cluster(virtualClusters=vcs)))
-    assert "virtualClusters.alpha.userLimit.gpus" in text and "must be a number >= 0, got -1" in text
+    assert (
+        "virtualClusters.alpha.userLimit.gpus" in text and "must be a number >= 0, got -1" in text
+    )
     assert "must be a number >= 0, got 'many'" in text
     assert "virtualClusters.alpha.userLimit.jobs" in text and "integer >= 0, got 1.5" in text
     assert "virtualClusters.alpha.userLimit.memory: unknown key" in text

@@ -51,9 +51,7 @@ def test_a_group_held_again_replaces_what_it_held() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     spans=st.lists(
-        st.tuples(
-            st.floats(0, 50_000), st.floats(1, 20_000), st.integers(1, 16)
-        ),
+        st.tuples(st.floats(0, 50_000), st.floats(1, 20_000), st.integers(1, 16)),
         min_size=1,
         max_size=6,
     ),
