@@ -91,7 +91,12 @@ def user_stats(records: Sequence[JobRecord]) -> dict[str, float | int | None]:
     without users."""
     users = by_user(records)
     if not users:
-        return {"users": 0, "light_users_queuing_delay_p95_s": None, "jain_fairness_index": None}
+        return {
+            "users": 0,
+            "light_users_queuing_delay_mean_s": None,
+            "light_users_queuing_delay_p95_s": None,
+            "jain_fairness_index": None,
+        }
     delays = sorted(r.queuing_delay_s for key in light_users(users) for r in users[key])
     shares = []
     for jobs in users.values():
@@ -102,6 +107,7 @@ def user_stats(records: Sequence[JobRecord]) -> dict[str, float | int | None]:
     jain = math.fsum(shares) ** 2 / (len(shares) * squares) if squares else math.nan
     return {
         "users": len(users),
+        "light_users_queuing_delay_mean_s": _number(_mean(delays)),
         "light_users_queuing_delay_p95_s": _number(percentile(delays, 0.95)),
         "jain_fairness_index": _number(jain, 4),
     }

@@ -12,6 +12,7 @@ from pai.sim.traces import Trace
 
 DAY_S = 86_400.0
 NONE = "-"
+USER_COLUMNS = ("mean delay, light users (min)", "p95 delay, light users (min)", "Jain's index")
 
 
 def _minutes(seconds: float | None) -> str:
@@ -79,6 +80,7 @@ def _summary_table(
             NONE if s["fragmented_gpus"] is None else f"{s['fragmented_gpus']:,.0f}",
             *(
                 [
+                    _minutes(s["light_users_queuing_delay_mean_s"]),
                     _minutes(s["light_users_queuing_delay_p95_s"]),
                     NONE if s["jain_fairness_index"] is None else f"{s['jain_fairness_index']:.3f}",
                 ]
@@ -101,7 +103,7 @@ def _summary_table(
         "preemptions",
         "idle GPUs while jobs wait",
         "fragmented GPUs",
-        *(["p95 delay, light users (min)", "Jain's index"] if with_users else []),
+        *(USER_COLUMNS if with_users else ()),
     ]
     return ["## Summary", "", *_table(header, rows), ""]
 
