@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_controller import Platform, job, own_sleep
 
 from pai.cluster import ClusterConfig, cluster_from_yaml
@@ -200,3 +201,34 @@ def test_with_fair_share_the_user_with_less_recent_use_goes_first(tmp_path: Path
 def test_without_fair_share_the_first_come_goes_first(tmp_path: Path) -> None:
     with platform_of(tmp_path, cluster_with(), fair_share_half_life=None) as platform:
         assert run_fair_share_race(platform) == ("alice~next", "bob~first")
+
+
+GPU_CLUSTER = """\
+physicalCluster:
+  skuTypes:
+    GPU: {gpu: 1, cpu: 1, memory: 1Gi}
+  cellTypes:
+    GPU-NODE: {childCellType: GPU, childCellNumber: 8, isNodeLevel: true}
+  physicalCells:
+  - {cellType: GPU-NODE, cellAddress: gpu-node, nodeAddress: 127.0.0.1}
+virtualClusters:
+  default:
+    virtualCells: [{cellType: GPU-NODE, cellNumber: 1}]
+"""
+"""One node declaring 8 GPUs (tasks are only given their indices: no GPU is needed)."""
+
+
+def test_recent_use_is_restored_from_the_store_after_a_restart(tmp_path: Path) -> None:
+    with platform_of(tmp_path, cluster_from_yaml(GPU_CLUSTER)) as platform:
+        text = sleeper("busy").replace("gpu: 0", "gpu: 4")
+        name = platform.submit(text)
+        platform.wait(name, {"RUNNING"})
+        time.sleep(1.0)
+        platform.stop(name)
+        platform.wait(name, {"STOPPED"})
+        before = platform.controller.fairness().vcs["default"][0].recent_gpu_seconds
+        platform.restart()
+        after = platform.controller.fairness().vcs["default"]
+    assert before >= 4.0  # 4 GPUs for a second or more
+    assert [share.user for share in after] == ["alice"]
+    assert after[0].recent_gpu_seconds == pytest.approx(before, rel=0.5)

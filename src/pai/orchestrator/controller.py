@@ -832,6 +832,7 @@ class Controller:
             self._handle(owner, fw.on_preempted(owner.machine, tasks, "a restart", now), now)
         self._restore_tasks(now)
         self._schedule_needed = True
+        self._publish()  # what was rebuilt shows before the first pass changes anything
 
     def _restore_tasks(self, now: float) -> None:
         known = {status.key: status for status in self.executor.recover()}
