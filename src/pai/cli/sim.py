@@ -155,11 +155,13 @@ def _command(options: SimOptions, clusters: list[str]) -> str:
 
 
 def _summary_table(evaluation: Evaluation) -> Any:
+    users = any(summary.get("users") for summary in evaluation.summaries)
     result = table(
         "POLICY", "CLUSTER", "JOBS", "GPU ALLOC", "MEAN DELAY", "P95 DELAY", "MEAN JCT",
-        "WORST ANOMALY",
+        "WORST ANOMALY", *(("LIGHT USERS P95", "JAIN") if users else ()),
     )  # fmt: skip
     for summary in evaluation.summaries:
+        jain = summary.get("jain_fairness_index")
         result.add_row(
             summary["policy"],
             summary["cluster"],
@@ -169,6 +171,14 @@ def _summary_table(evaluation: Evaluation) -> Any:
             _minutes(summary["queuing_delay_p95_s"]),
             _minutes(summary["jct_mean_s"]),
             _minutes(summary["max_sharing_anomaly_s"]),
+            *(
+                (
+                    _minutes(summary["light_users_queuing_delay_p95_s"]),
+                    NONE if jain is None else f"{jain:.3f}",
+                )
+                if users
+                else ()
+            ),
         )
     return result
 
