@@ -4,12 +4,14 @@ limits per user through the real scheduler, and the per-user figures."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 import pytest
 from replay_helpers import two_vcs_two_nodes
 
 from pai.cluster import UserLimit
+from pai.scheduler.fairshare import first_starving
 from pai.sim.engine import replay
 from pai.sim.metrics import user_stats
 from pai.sim.policies import make_policy
@@ -117,3 +119,38 @@ def test_light_users_and_jains_index_are_computed_as_documented() -> None:
     x = [1600 / 2400, 100 / 150, 1.0]
     assert stats["jain_fairness_index"] == round(sum(x) ** 2 / (3 * sum(v * v for v in x)), 4)
     assert user_stats([JobRecord("j", "a", 1, 0, 0, 1)])["jain_fairness_index"] is None
+
+
+def test_fair_share_keeps_the_starvation_bound_for_a_heavy_users_large_job() -> None:
+    """VC b is full for good; in VC a, heavy fills the 8 GPUs, then asks for all 8 at once,
+    while light users keep submitting one-GPU jobs. Fair share puts each light job first, but
+    once heavy's large job has waited past the `pai` policy's bound (an hour) it is the first
+    job of the VC again, gets the reservation, and starts at the next end of jobs."""
+    jobs = [TraceJob(f"b{i}", "b", "other", 0.0, 1, 1e6) for i in range(8)]
+    jobs += [TraceJob(f"h{i}", "a", "heavy", 0.0, 1, 1000.0) for i in range(8)]
+    jobs.append(TraceJob("large", "a", "heavy", 10.0, 8, 1000.0))
+    jobs += [TraceJob(f"l{i}", "a", f"light{i}", 20.0 + 100 * i, 1, 1000.0) for i in range(150)]
+    trace = Trace("stream", tuple(sorted(jobs, key=lambda job: job.submit_time_s)))
+
+    started = starts("pai+fair", trace)
+    fifo = starts("pai", trace)
+
+    assert started["l0"] == 1000.0 and fifo["l0"] == 2000.0  # light users go first...
+    assert fifo["large"] == 1000.0
+    assert started["large"] == 4000.0  # ...until the large job waited an hour (not 20,000 s)
+
+
+def test_the_first_starving_job_of_each_vc_and_priority_goes_first() -> None:
+    waiting = [
+        ("young", "a", 10, 900.0, 1),
+        ("old", "a", 10, 100.0, 2),
+        ("older", "a", 10, 50.0, 3),
+        ("urgent", "a", 100, 800.0, 4),
+        ("other-vc", "b", 10, 500.0, 5),
+    ]
+    assert first_starving(waiting, now=1000.0, starving_after_s=150.0) == {
+        "older",
+        "urgent",
+        "other-vc",
+    }
+    assert first_starving(waiting, now=1000.0, starving_after_s=math.inf) == set()

@@ -146,7 +146,9 @@ class Controller:
         self._changed: dict[int, ActiveJob] = {}
         self._timers: dict[int, float] = {}
         self._tally = VcTally()
-        self._fairness = JobFairness(scheduler.cluster, settings.fair_share_half_life)
+        self._fairness = JobFairness(
+            scheduler.cluster, settings.fair_share_half_life, scheduler.reserves_after_s
+        )
         self._fairness_state = self._fairness.state(clock())
         self._keys: dict[str, tuple[int, fw.TaskKey]] = {}  # executor key -> job id, task
         self._key_of: dict[tuple[int, fw.TaskKey], str] = {}  # the reverse, for live tasks
@@ -512,10 +514,7 @@ class Controller:
         self._schedule_needed = False
         self._new_demand.clear()
         self._fairness.sync(self._changed.values(), now)
-        waiting = sorted(
-            (job for job in candidates if job.pending_groups()),
-            key=lambda job: self._fairness.queue_key(job, now),
-        )
+        waiting = self._fairness.queue((job for job in candidates if job.pending_groups()), now)
         for job in waiting:
             self._schedule_job(job, now)
 

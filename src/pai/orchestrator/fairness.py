@@ -2,7 +2,7 @@
 and the limits per user.
 
 The controller keeps this in step with its jobs (`sync` after anything changed a job's
-allocations), orders its waiting jobs with `queue_key`, and asks `held_back` before it lets the
+allocations), orders its waiting jobs with `queue`, and asks `held_back` before it lets the
 scheduler place a job's groups in the VC's cells. The rules themselves are in
 `pai.scheduler.fairshare` and `pai.scheduler.userlimits`; this module knows jobs, the store's
 group limits and what the API shows.
@@ -20,7 +20,12 @@ from sqlalchemy.orm import Session
 
 from pai.cluster.model import ClusterConfig, UserLimit
 from pai.orchestrator.active import ActiveJob
-from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S, UsageLedger, UserKey
+from pai.scheduler.fairshare import (
+    DEFAULT_HALF_LIFE_S,
+    UsageLedger,
+    UserKey,
+    first_starving,
+)
 from pai.scheduler.types import Allocation, GroupRequest, WaitReason
 from pai.scheduler.userlimits import (
     EffectiveLimit,
@@ -66,9 +71,16 @@ class FairnessState:
 class JobFairness:
     """The controller's fair share and limits per user (see the module docstring)."""
 
-    def __init__(self, cluster: ClusterConfig, half_life_s: float | None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        half_life_s: float | None,
+        starving_after_s: float = math.inf,
+    ) -> None:
+        """`starving_after_s`: the policy's starvation bound (`Scheduler.reserves_after_s`)."""
         self._cluster = cluster
         self.half_life_s = half_life_s
+        self._starving_after_s = starving_after_s
         self._ledger = UsageLedger(half_life_s or DEFAULT_HALF_LIFE_S)
         self._held: dict[int, set[str]] = {}  # job id -> its groups in the ledger
         self._group_limits: dict[UserKey, dict[str, UserLimit]] = {}
@@ -141,13 +153,35 @@ class JobFairness:
 
     # -- deciding ----------------------------------------------------------------------------------
 
-    def queue_key(self, job: ActiveJob, now: float) -> tuple[int, float, datetime, int]:
-        """Higher priority first; then, with fair share, users with less recent GPU time in
-        the job's VC; then first come, first served (retries keep their place)."""
-        recent = 0.0
-        if self.half_life_s is not None:
-            recent = self._ledger.recent_gpu_seconds(job.spec.virtual_cluster, job.username, now)
-        return (-job.priority, recent, job.submitted_at, job.id)
+    def queue(self, jobs: Iterable[ActiveJob], now: float) -> list[ActiveJob]:
+        """The jobs in the order they are offered to the scheduler: higher priority first;
+        then, with fair share, the first starving job of each VC (`first_starving`) and users
+        with less recent GPU time in the job's VC; then first come, first served (retries keep
+        their place)."""
+        if self.half_life_s is None:
+            return sorted(jobs, key=lambda job: (-job.priority, job.submitted_at, job.id))
+        waiting = list(jobs)
+        first = first_starving(
+            (
+                (
+                    job.id,
+                    job.spec.virtual_cluster,
+                    job.priority,
+                    job.submitted_at.timestamp(),
+                    job.id,
+                )
+                for job in waiting
+            ),
+            now,
+            self._starving_after_s,
+        )
+
+        def key(job: ActiveJob) -> tuple[int, bool, float, datetime, int]:
+            vc, user = job.spec.virtual_cluster, job.username
+            recent = self._ledger.recent_gpu_seconds(vc, user, now)
+            return (-job.priority, job.id not in first, recent, job.submitted_at, job.id)
+
+        return sorted(waiting, key=key)
 
     def held_back(self, job: ActiveJob) -> WaitReason | None:
         """Why the job's waiting groups may not take cells of its VC now (its user's limit

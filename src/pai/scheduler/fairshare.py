@@ -12,6 +12,12 @@ user holding one GPU or a thousand. Every GPU a user's jobs hold in the VC count
 or opportunistic: fair share is about the GPU time users got. Groups on cells without GPUs
 (CPU SKUs) count their CPUs instead, so that fair share works on CPU clusters too.
 
+Fair share must not undo the starvation bound of the `pai` policy: the first job of a VC to
+wait longer than the bound gets a reservation, and a stream of light users' jobs must not keep
+a heavy user's large job from ever being that first. So among waiting jobs of one VC and
+priority, the first submitted of those that waited past the bound goes first (`first_starving`),
+exactly the job first come, first served would have offered first; the others go by recent use.
+
 Pure: the caller gives the time of each change and the groups (any name unique among groups
 held at once), their job, VC and user.
 """
@@ -20,8 +26,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pai.scheduler.userlimits import Use
 
@@ -30,6 +37,24 @@ DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
 
 UserKey = tuple[str, str]
 """(VC, user)."""
+
+JobId = TypeVar("JobId", bound=Hashable)
+
+
+def first_starving(
+    waiting: Iterable[tuple[JobId, str, int, float, int]], now: float, starving_after_s: float
+) -> set[JobId]:
+    """Of waiting jobs given as (id, VC, priority, submitted at, tie-break), those that fair
+    share puts first: per VC and priority, the first submitted of the jobs that waited past
+    the bound (see the module docstring)."""
+    first: dict[tuple[str, int], tuple[float, int, JobId]] = {}
+    for job, vc, priority, submitted, tie in waiting:
+        if now - submitted < starving_after_s:
+            continue
+        known = first.get((vc, priority))
+        if known is None or (submitted, tie) < known[:2]:
+            first[(vc, priority)] = (submitted, tie, job)
+    return {job for _, _, job in first.values()}
 
 
 @dataclass(frozen=True)

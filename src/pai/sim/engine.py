@@ -13,6 +13,7 @@ their place in the queue), and the preemptor binds once the victims' cells are r
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
@@ -173,6 +174,7 @@ class Replay:
                 policy.cluster,
                 half_life_s=policy.fair_share_half_life_s,
                 limits=policy.user_limits,
+                starving_after_s=getattr(policy.scheduler, "reserves_after_s", math.inf),
             )
             if policy.shares_vcs_between_users
             else None
@@ -244,8 +246,7 @@ class Replay:
             for event in self._executor.events():
                 self._on_event(event, now)
             self._retry_preemptors()
-            fair = self._sharing is not None and self._sharing.fair
-            self._queue.run_pass(self._attempt, self._rank if fair else None)
+            self._queue.run_pass(self._attempt, self._fair_rank())
             upcoming = self._executor.next_event_time()
             if upcoming is None or upcoming > now:
                 return
@@ -313,9 +314,13 @@ class Replay:
             lane = (job.vc, job.user, job.order[0], job.shape)
         self._queue.push(job, job.order, lane, job.shape)
 
-    def _rank(self, order: Order, job: _Job) -> Rank:
-        assert self._sharing is not None
-        return self._sharing.rank(order, job.vc, job.user, self._clock.now)
+    def _fair_rank(self) -> Callable[[Order, _Job], Rank] | None:
+        """How a pass orders lane heads under fair share (None: by queue order)."""
+        sharing, now = self._sharing, self._clock.now
+        if sharing is None or not sharing.fair:
+            return None
+        first = sharing.first_starving(((order, job.vc) for order, job in self._queue.heads()), now)
+        return lambda order, job: sharing.rank(order, job.vc, job.user, first, now)
 
     def _carry_out(self, job: _Job, actions: Iterable[fw.Action]) -> None:
         for action in actions:

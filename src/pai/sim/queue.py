@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 Scope = Hashable
@@ -118,6 +118,11 @@ class WaitingQueue(Generic[ItemT]):
             self._ready.add(lane)
         self._smallest_pods[lane.smallest_pod] += 1
         self._size += 1
+
+    def heads(self) -> Iterator[tuple[Order, ItemT]]:
+        """The first item of every lane that is not blocked: what a pass will offer first."""
+        for lane in self._ready:
+            yield lane.items[0]
 
     def smallest_waiting_pod(self) -> int | None:
         """The smallest pod of any waiting group (None when nothing waits)."""

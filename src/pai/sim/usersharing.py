@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 
 from pai.cluster.model import ClusterConfig, UserLimit
 from pai.scheduler.admission import CapacityIndex
-from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S, UsageLedger
+from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S, UsageLedger, first_starving
 from pai.scheduler.userlimits import Use, effective_limit, over_limit
 from pai.sim.queue import Order
 
@@ -36,20 +37,34 @@ def limit_each_user(cluster: ClusterConfig, share: float) -> ClusterConfig:
     return dataclasses.replace(cluster, virtual_clusters=vcs)
 
 
-Rank = tuple[int, float, float, int]
-"""(-priority, the user's recent use, submission time, trace position): smaller goes first."""
+Rank = tuple[int, bool, float, float, int]
+"""(-priority, not the VC's first starving job, the user's recent use, submission time, trace
+position): smaller goes first (`pai.scheduler.fairshare.first_starving`)."""
 
 
 class UserSharing:
-    def __init__(self, cluster: ClusterConfig, *, half_life_s: float | None, limits: bool) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        *,
+        half_life_s: float | None,
+        limits: bool,
+        starving_after_s: float = math.inf,
+    ) -> None:
         self.fair = half_life_s is not None
         self.limits = limits
         self._cluster = cluster
         self._ledger = UsageLedger(half_life_s or DEFAULT_HALF_LIFE_S)
+        self._starving_after_s = starving_after_s
 
-    def rank(self, order: Order, vc: str, user: str, now: float) -> Rank:
-        recent = self._ledger.recent_gpu_seconds(vc, user, now) if self.fair else 0.0
-        return (order[0], recent, order[1], order[2])
+    def first_starving(self, heads: Iterable[tuple[Order, str]], now: float) -> set[int]:
+        """Trace positions of the jobs fair share puts first, from the queue's (order, VC)."""
+        entries = ((order[2], vc, -order[0], order[1], order[2]) for order, vc in heads)
+        return first_starving(entries, now, self._starving_after_s)
+
+    def rank(self, order: Order, vc: str, user: str, first: set[int], now: float) -> Rank:
+        recent = self._ledger.recent_gpu_seconds(vc, user, now)
+        return (order[0], order[2] not in first, recent, order[1], order[2])
 
     def held_back(self, vc: str, user: str, gpus: int) -> bool:
         """Whether a job of `gpus` GPUs would pass its user's limit in the VC."""
