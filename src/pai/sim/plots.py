@@ -132,8 +132,9 @@ def delay_cdf(results: Sequence[ReplayResult], path: Path) -> Path:
 
 
 def delay_by_user_weight(results: Sequence[ReplayResult], path: Path) -> Path:
-    """Two panels, the light users' jobs and the others' (`metrics.light_users`): the CDF of
-    their queuing delays under each replay."""
+    """Two panels, the light users' jobs and the others' (`metrics.light_users`): the share of
+    their jobs that waited longer than each delay, under each replay (log scales, so that the
+    waits fair share and limits move, a tail above the jobs that start at once, show)."""
     labels = series_labels(results)
     figure = Figure(figsize=(8.0, 3.0), layout="constrained")
     panels = figure.subplots(1, 2, squeeze=False)[0]
@@ -149,18 +150,24 @@ def delay_by_user_weight(results: Sequence[ReplayResult], path: Path) -> Path:
             )
             if not delays:
                 continue
-            fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS)]
-            points = [max(percentile(delays, f), SHORTEST_DELAY_MIN) for f in fractions]
+            fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS - 1)]
+            points = [percentile(delays, f) for f in fractions]
+            shown = [(x, 1 - f) for x, f in zip(points, fractions, strict=True) if x > 0]
             axes.plot(
-                points, fractions, label=labels[index], linewidth=1.4, **_style(results, index)
+                [x for x, _ in shown],
+                [y for _, y in shown],
+                label=labels[index],
+                linewidth=1.4,
+                **_style(results, index),
             )
     for axes, title in zip(panels, ("light users' jobs", "the other users' jobs"), strict=True):
         axes.set_xscale("log")
+        axes.set_yscale("log")
         axes.set_title(title, fontsize=9)
         axes.tick_params(labelsize=7)
         axes.grid(alpha=0.3)
-    figure.supxlabel("queuing delay (minutes, log; below 1 s drawn at 1 s)", fontsize=9)
-    figure.supylabel("fraction of jobs", fontsize=9)
+    figure.supxlabel("queuing delay (minutes, log)", fontsize=9)
+    figure.supylabel("fraction of jobs waiting longer", fontsize=9)
     handles, names = panels[0].get_legend_handles_labels()
     figure.legend(handles, names, loc="outside upper center", ncols=len(results), fontsize=8)
     return _save(figure, path)
