@@ -148,11 +148,11 @@ def delay_by_user_weight(results: Sequence[ReplayResult], path: Path) -> Path:
                 if (key in light) == chosen
                 for r in jobs
             )
-            if not delays:
-                continue
             fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS - 1)]
             points = [percentile(delays, f) for f in fractions]
             shown = [(x, 1 - f) for x, f in zip(points, fractions, strict=True) if x > 0]
+            if not shown:
+                continue  # none of these jobs waited
             axes.plot(
                 [x for x, _ in shown],
                 [y for _, y in shown],
@@ -161,8 +161,11 @@ def delay_by_user_weight(results: Sequence[ReplayResult], path: Path) -> Path:
                 **_style(results, index),
             )
     for axes, title in zip(panels, ("light users' jobs", "the other users' jobs"), strict=True):
-        axes.set_xscale("log")
-        axes.set_yscale("log")
+        if axes.lines:
+            axes.set_xscale("log")
+            axes.set_yscale("log")
+        else:
+            axes.text(0.5, 0.5, "no job waited", ha="center", va="center", fontsize=9)
         axes.set_title(title, fontsize=9)
         axes.tick_params(labelsize=7)
         axes.grid(alpha=0.3)
