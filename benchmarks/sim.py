@@ -4,6 +4,10 @@ reservations), its job state machine and the simulated executor.
 
     python benchmarks/sim.py            # Rich table
     python benchmarks/sim.py --json     # {"jobs", "gpus", "wall_seconds", "events_per_second", ...}
+    python benchmarks/sim.py --policy pai+fair+limits   # what sharing VCs between users costs
+
+With `+fair` or `+limits` the trace's jobs are dealt to users first (`pai.sim.users`) and every
+VC limits each user to half of its GPUs.
 
 `wall_seconds` times the replay alone; loading the trace and building the cluster are reported
 apart (`setup_seconds`). Events are job arrivals and task starts and ends.
@@ -19,11 +23,14 @@ import time
 from pai.cluster import load_cluster
 from pai.sim.clusters import philly_cluster
 from pai.sim.engine import replay
-from pai.sim.policies import POLICIES, make_policy
+from pai.sim.policies import POLICIES, SHARING, make_policy
 from pai.sim.traces import Trace, load_trace
+from pai.sim.users import with_users
+from pai.sim.usersharing import limit_each_user
 
 JOBS = 100_000
 POLICY = "pai"
+USER_LIMIT_SHARE = 0.5
 
 
 def run(jobs: int, policy_name: str) -> dict[str, float | int | str]:
@@ -31,6 +38,9 @@ def run(jobs: int, policy_name: str) -> dict[str, float | int | str]:
     full = load_trace("philly-vc")
     cluster = load_cluster(philly_cluster(full))
     trace = Trace(full.name, full.jobs[:jobs], full.metadata)
+    if "+" in policy_name:
+        trace = with_users(trace)
+        cluster = limit_each_user(cluster, USER_LIMIT_SHARE)
     policy = make_policy(policy_name, cluster)
     setup = time.perf_counter() - started
     result = replay(trace, policy)
@@ -53,7 +63,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--jobs", type=int, default=JOBS, help="replay the first N jobs")
-    parser.add_argument("--policy", default=POLICY, help=f"one of {', '.join(POLICIES)}")
+    parser.add_argument(
+        "--policy",
+        default=POLICY,
+        help=f"one of {', '.join(POLICIES)}, optionally with "
+        f"{' and '.join('+' + part for part in SHARING)}",
+    )
     args = parser.parse_args()
     result = run(args.jobs, args.policy)
     if args.json:

@@ -88,6 +88,11 @@ class NoVirtualClusterError(PaiError):
     default_status = 404
 
 
+class NoUserLimitError(PaiError):
+    code = "NoUserLimitError"
+    default_status = 404
+
+
 class NoJobError(PaiError):
     code = "NoJobError"
     default_status = 404

@@ -122,7 +122,7 @@ def build_controller(
         ),
         engine.executor,
         SecretBox(load_secret_key(settings)),
-        ControllerSettings(),
+        ControllerSettings(fair_share_half_life=settings.fair_share_half_life),
         exit_specs=exit_specs,
         ports=engine.ports,
     )

@@ -33,6 +33,9 @@ tests (and several servers in one process) can run side by side with different c
   `hived` (see docs/scheduling.md).
 - `PAI_SCHEDULER_RESERVE_AFTER`: under `pai`, seconds a job may wait in its VC before cells
   are reserved for it; 3600.
+- `PAI_FAIR_SHARE_HALF_LIFE`: fair share between the users of a VC: among waiting jobs of the
+  same priority, those of users with less recent GPU time go first, each GPU-second weighing
+  half as much after this many seconds; 604800 (a week). `off`: first come, first served.
 - `PAI_ISOLATION`: where tasks run on each node: `container` (in their jobs' images; a node
   without a container runtime takes no tasks), `host` (directly on the node) or `auto` (the
   default: containers where podman is installed, else the host). See docs/jobs.md.
@@ -64,6 +67,7 @@ from pai.executors.isolation.policy import (
     IsolationError,
     IsolationPolicy,
 )
+from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S
 from pai.scheduler.pai import DEFAULT_STARVATION_AFTER_S
 from pai.scheduler.pai import POLICIES as SCHEDULER_POLICIES
 
@@ -108,6 +112,8 @@ class Settings:
     """How long a controller that stopped renewing keeps the lease before a standby takes over."""
     scheduler: str = "pai"
     scheduler_reserve_after: float = DEFAULT_STARVATION_AFTER_S
+    fair_share_half_life: float | None = DEFAULT_HALF_LIFE_S
+    """None: fair share is off, waiting jobs go first come, first served."""
     isolation: str = AUTO
     container_runtime: str = ""
     task_user: str = DEFAULT_TASK_USER
@@ -159,6 +165,11 @@ class Settings:
             raise ConfigurationError(
                 "PAI_SCHEDULER_RESERVE_AFTER: must be a number of seconds >= 0, "
                 f"got {self.scheduler_reserve_after:g}"
+            )
+        if self.fair_share_half_life is not None and not 0 < self.fair_share_half_life < math.inf:
+            raise ConfigurationError(
+                "PAI_FAIR_SHARE_HALF_LIFE: must be a number of seconds > 0, or off, "
+                f"got {self.fair_share_half_life:g}"
             )
         if self.engine not in ENGINES:
             raise ConfigurationError(
@@ -233,6 +244,7 @@ class Settings:
             scheduler_reserve_after=_float(
                 env, "PAI_SCHEDULER_RESERVE_AFTER", cls.scheduler_reserve_after
             ),
+            fair_share_half_life=_half_life(env, "PAI_FAIR_SHARE_HALF_LIFE"),
             isolation=(env.get("PAI_ISOLATION") or cls.isolation).lower(),
             container_runtime=(env.get("PAI_CONTAINER_RUNTIME") or "").lower(),
             task_user=env.get("PAI_TASK_USER") or cls.task_user,
@@ -280,6 +292,13 @@ def _disk_floor(env: Mapping[str, str]) -> DiskFloor:
         return DiskFloor.parse(raw)
     except DiskFloorError as error:
         raise ConfigurationError(str(error)) from None
+
+
+def _half_life(env: Mapping[str, str], name: str) -> float | None:
+    """Seconds, or None for `off`."""
+    if (env.get(name) or "").strip().lower() == "off":
+        return None
+    return _float(env, name, DEFAULT_HALF_LIFE_S)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

@@ -274,3 +274,42 @@ def test_the_grace_period_of_stopped_tasks_defaults_to_ten_seconds_and_is_checke
         cluster_from_yaml(text, source="cluster.yaml")
     line = text.count("\n")
     assert f"podGracefulDeletionTimeoutSec (line {line}): must be >= 0, got -1" in str(caught.value)
+
+
+def test_a_vcs_user_limit_is_read_and_defaults_to_none() -> None:
+    vcs = {
+        "alpha": {
+            "virtualCells": [{"cellType": "K80-RACK", "cellNumber": 1}],
+            "userLimit": {"gpus": 6, "cpus": 12.5, "jobs": 2},
+        },
+        "beta": {
+            "virtualCells": [{"cellType": "K80-RACK.K80-NODE", "cellNumber": 2}],
+            "userLimit": {"jobs": 0},
+        },
+    }
+    config = load_cluster(small_cluster(virtualClusters=vcs))
+    alpha, beta = config.virtual_clusters["alpha"], config.virtual_clusters["beta"]
+    assert (alpha.user_limit.gpus, alpha.user_limit.cpus, alpha.user_limit.jobs) == (6, 12.5, 2)
+    assert (beta.user_limit.gpus, beta.user_limit.cpus, beta.user_limit.jobs) == (None, None, 0)
+    assert load_cluster(small_cluster()).virtual_clusters["alpha"].user_limit.unlimited
+
+
+def test_a_bad_user_limit_names_each_field() -> None:
+    vcs = {
+        "alpha": {
+            "virtualCells": [{"cellType": "K80-RACK", "cellNumber": 1}],
+            "userLimit": {"gpus": -1, "cpus": "many", "jobs": 1.5, "memory": 3},
+        },
+        "beta": {
+            "virtualCells": [{"cellType": "K80-RACK.K80-NODE", "cellNumber": 2}],
+            "userLimit": [4],
+        },
+    }
+    text = "\n".join(problems_of(small_cluster(virtualClusters=vcs)))
+    assert (
+        "virtualClusters.alpha.userLimit.gpus" in text and "must be a number >= 0, got -1" in text
+    )
+    assert "must be a number >= 0, got 'many'" in text
+    assert "virtualClusters.alpha.userLimit.jobs" in text and "integer >= 0, got 1.5" in text
+    assert "virtualClusters.alpha.userLimit.memory: unknown key" in text
+    assert "virtualClusters.beta.userLimit" in text and "must be a mapping with gpus" in text

@@ -42,6 +42,8 @@ def test_a_controller_that_loses_its_lease_stops_acting(
         assert workers_view.cluster == cluster
         assert workers_view.address == "http://127.0.0.1:9187"
         assert set(workers_view.snapshot().vcs) == {"default", "research"}
+        assert workers_view.fairness() == controller.fairness()  # users' use and fair share
+        assert workers_view.fairness().half_life_s == settings.fair_share_half_life
 
         with database.session() as session:  # another controller took the lease meanwhile
             session.execute(

@@ -43,6 +43,7 @@ EXPECTED_STATUS = {
     "NoTagError": 404,
     "NoTaskLogError": 404,
     "NoUserError": 404,
+    "NoUserLimitError": 404,
     "NoVirtualClusterError": 404,
     "ServiceUnavailableError": 503,
     "TooManyRequestsError": 429,

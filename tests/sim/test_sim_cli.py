@@ -123,4 +123,34 @@ def test_sim_explains_bad_arguments(inputs: Path, monkeypatch: pytest.MonkeyPatc
         "--trace", "tiny.csv", "--alignment", "end", "--cluster", "two-nodes.yaml"
     )
     assert "give either --trace or --from-history" in error_of("--cluster", "two-nodes.yaml")
+    assert "unknown policy pai+fast; policies: " in error_of(
+        "--trace", "tiny.csv", "--cluster", "two-nodes.yaml", "--policies", "pai+fast"
+    )
+    assert "the limit's share of a VC must be in (0, 1], got 2" in error_of(
+        "--trace", "tiny.csv", "--cluster", "two-nodes.yaml", "--user-limit-share", "2"
+    )
     assert not (inputs / "sim-report").exists()  # nothing written on a bad argument
+
+
+def test_sim_shares_vcs_between_users_and_reports_it(inputs: Path) -> None:
+    done = pai(
+        "sim", "--trace", "tiny.csv", "--cluster", "two-nodes.yaml", "--users-per-vc", "3",
+        "--policies", "hived,hived+fair+limits", "--user-limit-share", "0.5", "--out", "users",
+        cwd=inputs,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert "LIGHT USERS P95" in done.stdout and "JAIN" in done.stdout
+    fifo, shared = json.loads((inputs / "users" / "results.json").read_text())
+    assert fifo["policy"] == "hived" and shared["policy"] == "hived+fair+limits"
+    assert fifo["unfinished_jobs"] == 0 and fifo["users"] > 0
+    # b2 asks for 8 GPUs, more than a user of b may have (4): never refused, it waits (and
+    # under hived, without overflow, waits until the replay ends)
+    assert (shared["refused_jobs"], shared["unfinished_jobs"]) == (0, 1)
+    assert 0 < fifo["jain_fairness_index"] <= 1
+    report = (inputs / "users" / "report.md").read_text()
+    assert "users assigned (the trace records none)" in report
+    assert "--users-per-vc 3 --user-limit-share 0.5" in report
+    assert "## 95th percentile queuing delay of the light users' jobs per VC" in report
+    plot = inputs / "users" / "queuing_delay_by_user_weight.png"
+    assert plot.read_bytes().startswith(PNG_MAGIC)

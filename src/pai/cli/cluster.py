@@ -1,27 +1,98 @@
-"""`pai vc` and `pai cluster`: capacity, who uses it, and what is free."""
+"""`pai vc` and `pai cluster`: capacity, who uses it (each user against the limit), and what
+is free."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
+import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from pai.cli.formatting import NONE, table, usage_bar
 from pai.cli.session import JsonOption, ServerOption, connect, out, print_json
-from pai.sdk import Node, VirtualCluster
+from pai.sdk import Node, UserLimit, VcUserLimits, VcUsers, VirtualCluster
 
 
-def vc(server: ServerOption = None, as_json: JsonOption = False) -> None:
-    """Show the virtual clusters: what each is guaranteed, how much is used, its jobs."""
+def vc(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="One VC: also its users, against their limits, and its limits."),
+    ] = None,
+    server: ServerOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the virtual clusters: what each is guaranteed, how much is used, its jobs; with a
+    VC's name, also each user's use against the limit and the VC's limits per user."""
     with connect(server) as client:
-        clusters = client.virtual_clusters()
+        if name is None:
+            clusters = client.virtual_clusters()
+        else:
+            clusters = {name: client.virtual_cluster(name)}
+            users, limits = client.vc_users(name), client.user_limits(name)
+    if name is None:
+        if as_json:
+            print_json(clusters)
+        else:
+            out().print(vc_table(clusters))
+        return
     if as_json:
-        print_json(clusters)
+        print_json({"virtualCluster": clusters[name], "users": users, "userLimits": limits})
+        return
+    out().print(Group(vc_table(clusters), Text(""), users_table(users), limits_text(limits, users)))
+
+
+def users_table(users: VcUsers) -> RenderableType:
+    if not users.users:
+        return Text("Nobody uses this VC now.", style="dim")
+    result = table("USER", "GPUS", "CPUS", "RUNNING JOBS", "WAITING", "RECENT GPU-H", "LIMIT OF")
+    for user in users.users:
+        result.add_row(
+            user.username,
+            _against(user.gpus, user.limit.gpus),
+            _against(user.cpus, user.limit.cpus),
+            _against(user.jobs, user.limit.jobs),
+            str(user.waiting_jobs),
+            f"{user.recent_gpu_hours:.1f}",
+            ", ".join(user.limit_groups) or "the VC",
+        )
+    return result
+
+
+def limits_text(limits: VcUserLimits, users: VcUsers) -> Text:
+    lines = [f"Limit per user: {limit_phrase(limits.default)} (the VC's default)."]
+    lines += [
+        f"Members of {group.group}: {limit_phrase(group)} (set by {group.set_by})."
+        for group in limits.groups
+    ]
+    if users.fair_share and users.half_life_seconds is not None:
+        hours = users.half_life_seconds / 3600
+        lines.append(
+            "Waiting jobs of one priority go by their users' recent GPU time "
+            f"(fair share, half-life {hours:g} h)."
+        )
     else:
-        out().print(vc_table(clusters))
+        lines.append("Waiting jobs of one priority go first come, first served.")
+    return Text("\n".join(lines))
+
+
+def limit_phrase(limit: UserLimit) -> str:
+    """'6 GPUs, 2 running jobs', or 'none'."""
+    amounts = [
+        f"{amount:g} {unit}"
+        for amount, unit in ((limit.gpus, "GPUs"), (limit.cpus, "CPUs"), (limit.jobs, "jobs"))
+        if amount is not None
+    ]
+    return ", ".join(amounts) or "none"
+
+
+def _against(used: float, limit: float | None) -> RenderableType:
+    if limit is None:
+        return Text(f"{used:g}")
+    return usage_bar(used, limit, width=10) if limit > 0 else Text(f"{used:g}/0")
 
 
 def cluster(server: ServerOption = None, as_json: JsonOption = False) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from pai.cli.cluster import limit_phrase
 from pai.cli.formatting import NONE, table, yes_no
 from pai.cli.session import (
     JsonOption,
@@ -80,6 +81,45 @@ def set_vcs(
     """Replace the virtual clusters a group grants."""
     with connect(server) as client:
         out().print(client.update_group(name, virtual_clusters=comma_list(vcs)))
+
+
+@group_app.command("limit")
+def limit(
+    name: GroupArgument,
+    vc: Annotated[str, typer.Argument(help="The virtual cluster the limit holds in.")],
+    gpus: Annotated[
+        float | None, typer.Option("--gpus", min=0, help="GPUs one member may hold at once.")
+    ] = None,
+    cpus: Annotated[
+        float | None, typer.Option("--cpus", min=0, help="CPUs one member may hold at once.")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", min=0, help="Jobs one member may run at once.")
+    ] = None,
+    unlimited: Annotated[
+        bool, typer.Option("--unlimited", help="Members have no limit in the VC.")
+    ] = False,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Drop the limit: members get the VC's default.")
+    ] = False,
+    server: ServerOption = None,
+) -> None:
+    """Limit what each member of a group may hold in a VC (replacing the VC's default for
+    them); resources not given have no limit. `pai vc VC` shows the limits and use."""
+    given = [value for value in (gpus, cpus, jobs) if value is not None]
+    if remove + unlimited + bool(given) != 1:
+        raise typer.BadParameter(
+            "give --gpus, --cpus and/or --jobs, or --unlimited, or --remove (one of these)"
+        )
+    with connect(server) as client:
+        if remove:
+            out().print(client.remove_user_limit(vc, name))
+            return
+        limit = client.set_user_limit(vc, name, gpus=gpus, cpus=cpus, jobs=jobs)
+    if unlimited:
+        out().print(f"members of {limit.group} have no limit in VC {vc}")
+    else:
+        out().print(f"members of {limit.group} may have at most {limit_phrase(limit)} in VC {vc}")
 
 
 @group_app.command("set-admin")

@@ -112,7 +112,8 @@ COMMANDS = (
         "vc",
         "pai.cli.cluster:vc",
         CLUSTER,
-        "Show the virtual clusters: what each is guaranteed, how much is used, its jobs.",
+        "Show the virtual clusters: what each is guaranteed, how much is used, its jobs; with a "
+        "VC's name, also each user's use against the limit and the VC's limits per user.",
     ),
     LazyCommand(
         "cluster",

@@ -22,7 +22,7 @@ from pai.sim.clusters import itp_cluster, philly_cluster
 from pai.sim.engine import Progress as ProgressCallback
 from pai.sim.evaluation import Evaluation, evaluate, write_outputs
 from pai.sim.history import fetch_history, trace_from_jobs
-from pai.sim.policies import POLICIES
+from pai.sim.policies import POLICIES, SHARING, known_policy
 from pai.sim.traces import (
     ALIGNMENTS,
     TRACE_KINDS,
@@ -31,6 +31,8 @@ from pai.sim.traces import (
     load_trace,
     write_trace_csv,
 )
+from pai.sim.users import DEFAULT_USERS_PER_VC, with_users
+from pai.sim.usersharing import limit_each_user
 from pai.sim.workload import scale_load
 
 NAMED_CLUSTERS = ("philly", "itp")
@@ -78,11 +80,12 @@ def _cluster(spec: str) -> tuple[str, ClusterConfig]:
 
 def _policies(value: str) -> list[str]:
     names = comma_list([value])
-    unknown = [name for name in names if name not in POLICIES]
+    unknown = [name for name in names if not known_policy(name)]
     if unknown or not names:
         raise SimError(
             f"--policies {value!r}: unknown policy {', '.join(unknown) or '(none given)'}; "
-            f"policies: {', '.join(POLICIES)}"
+            f"policies: {', '.join(POLICIES)}, each optionally with "
+            f"{' and '.join('+' + part for part in SHARING)}"
         )
     return names
 
@@ -136,6 +139,11 @@ def _command(options: SimOptions, clusters: list[str]) -> str:
         ("--vcs", ",".join(options.vcs)),
         ("--limit", str(options.limit or "")),
         ("--load-factor", f"{options.load_factor:g}" if options.load_factor != 1 else ""),
+        (
+            "--users-per-vc",
+            str(options.users_per_vc) if options.users_per_vc != DEFAULT_USERS_PER_VC else "",
+        ),
+        ("--user-limit-share", f"{options.user_limit_share:g}" if options.user_limit_share else ""),
         ("--cluster", clusters[0]),
         ("--compare-cluster", clusters[1] if len(clusters) > 1 else ""),
         ("--policies", options.policies),
@@ -147,11 +155,13 @@ def _command(options: SimOptions, clusters: list[str]) -> str:
 
 
 def _summary_table(evaluation: Evaluation) -> Any:
+    users = any(summary.get("users") for summary in evaluation.summaries)
     result = table(
         "POLICY", "CLUSTER", "JOBS", "GPU ALLOC", "MEAN DELAY", "P95 DELAY", "MEAN JCT",
-        "WORST ANOMALY",
+        "WORST ANOMALY", *(("LIGHT USERS P95", "JAIN") if users else ()),
     )  # fmt: skip
     for summary in evaluation.summaries:
+        jain = summary.get("jain_fairness_index")
         result.add_row(
             summary["policy"],
             summary["cluster"],
@@ -161,6 +171,14 @@ def _summary_table(evaluation: Evaluation) -> Any:
             _minutes(summary["queuing_delay_p95_s"]),
             _minutes(summary["jct_mean_s"]),
             _minutes(summary["max_sharing_anomaly_s"]),
+            *(
+                (
+                    _minutes(summary["light_users_queuing_delay_p95_s"]),
+                    NONE if jain is None else f"{jain:.3f}",
+                )
+                if users
+                else ()
+            ),
         )
     return result
 
@@ -186,6 +204,8 @@ class SimOptions:
     vcs: list[str]
     limit: int | None
     load_factor: float
+    users_per_vc: int
+    user_limit_share: float | None
     out_dir: Path
     as_json: bool
     server: str | None
@@ -241,7 +261,11 @@ def sim(
     ] = None,
     policies: Annotated[
         str,
-        typer.Option("--policies", help=f"Comma-separated, from: {', '.join(POLICIES)}."),
+        typer.Option(
+            "--policies",
+            help=f"Comma-separated, from: {', '.join(POLICIES)}; each may add +fair (fair "
+            "share between a VC's users) and/or +limits (limits per user), e.g. pai+fair.",
+        ),
     ] = DEFAULT_POLICIES,
     vcs: Annotated[
         list[str] | None,
@@ -256,6 +280,23 @@ def sim(
             "--load-factor", help="What-if: jobs arrive this many times as fast as recorded."
         ),
     ] = 1.0,
+    users_per_vc: Annotated[
+        int,
+        typer.Option(
+            "--users-per-vc",
+            min=1,
+            help="For a trace without users: how many users each VC's jobs are dealt to "
+            "(bursts of one size are one user's; see docs/evaluation.md).",
+        ),
+    ] = DEFAULT_USERS_PER_VC,
+    user_limit_share: Annotated[
+        float | None,
+        typer.Option(
+            "--user-limit-share",
+            help="What-if: every VC's userLimit is this share (0-1] of its guaranteed GPUs "
+            "(for +limits; otherwise the cluster file's userLimit).",
+        ),
+    ] = None,
     out_dir: Annotated[
         Path, typer.Option("--out", help="Folder for report.md, the PNG plots and results.json.")
     ] = DEFAULT_OUT,
@@ -272,6 +313,8 @@ def sim(
     hived-oppo: the same, and jobs overflow onto idle cells as opportunistic jobs.
     quota: GPU-count quotas without topology, placed anywhere (the baseline).
     private: each VC alone on its share (the reference of the sharing anomaly).
+    +fair, +limits (e.g. pai+fair+limits): a VC shared between its users by fair share and by
+    limits per user, as the controller does.
     """
     options = SimOptions(
         trace=trace,
@@ -285,6 +328,8 @@ def sim(
         vcs=comma_list(vcs),
         limit=limit,
         load_factor=load_factor,
+        users_per_vc=users_per_vc,
+        user_limit_share=user_limit_share,
         out_dir=out_dir,
         as_json=as_json,
         server=server,
@@ -319,11 +364,17 @@ def _run(options: SimOptions) -> None:
         assert options.trace is not None
         trace = _load_trace(options.trace, options.trace_kind, options.alignment)
     trace = scale_load(_select(trace, options.vcs, options.limit), options.load_factor)
+    trace = with_users(trace, users_per_vc=options.users_per_vc)
     first = options.cluster or DEFAULT_CLUSTER.get(options.trace or "")
     if first is None:
         raise SimError("--cluster is required for this trace (a cluster file, philly or itp)")
     specs = [first, *([options.compare_cluster] if options.compare_cluster else [])]
     clusters = dict(_cluster(spec) for spec in specs)
+    if options.user_limit_share is not None:
+        clusters = {
+            label: limit_each_user(config, options.user_limit_share)
+            for label, config in clusters.items()
+        }
     if len(clusters) < len(specs):
         raise SimError("--cluster and --compare-cluster name the same cluster")
     with _progress(not options.as_json and err().is_terminal) as progress:

@@ -9,6 +9,7 @@ from pai.cluster.model import (
     NodeSpec,
     PhysicalCellSpec,
     SkuType,
+    UserLimit,
     VirtualCellSpec,
     VirtualClusterSpec,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "NodeSpec",
     "PhysicalCellSpec",
     "SkuType",
+    "UserLimit",
     "VirtualCellSpec",
     "VirtualClusterSpec",
     "cluster_from_file",

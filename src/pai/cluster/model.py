@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 DEFAULT_STOP_GRACE_SECONDS = 10
 """From SIGTERM to SIGKILL when a task is stopped or preempted, unless the cluster file or the job
@@ -139,10 +140,47 @@ class VirtualCellSpec:
 
 
 @dataclass(frozen=True)
+class UserLimit:
+    """The most one user's guaranteed jobs may hold in a VC at once: GPUs, CPUs, running jobs.
+
+    None is no limit on that resource. A VC's `userLimit` in the cluster file is the default for
+    its users; an administrator may give a group's members another (`pai.scheduler.userlimits`).
+    """
+
+    gpus: float | None = None
+    cpus: float | None = None
+    jobs: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.gpus is None and self.cpus is None and self.jobs is None
+
+    def most_generous(self, other: UserLimit) -> UserLimit:
+        """Per resource the larger of the two limits (no limit beats any): what a member of
+        several limited groups may use."""
+        return UserLimit(
+            _larger(self.gpus, other.gpus),
+            _larger(self.cpus, other.cpus),
+            _larger(self.jobs, other.jobs),
+        )
+
+
+_Amount = TypeVar("_Amount", int, float)
+
+
+def _larger(first: _Amount | None, second: _Amount | None) -> _Amount | None:
+    if first is None or second is None:
+        return None
+    return max(first, second)
+
+
+@dataclass(frozen=True)
 class VirtualClusterSpec:
     name: str
     virtual_cells: tuple[VirtualCellSpec, ...]
     pinned_cells: tuple[str, ...]
+    user_limit: UserLimit = field(default_factory=UserLimit)
+    """The default limit of each user of the VC (`userLimit`; unlimited when absent)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Accepted layout (HiveD's, plus `skuTypes` and node addresses):
 
     physicalCluster: {skuTypes, cellTypes, physicalCells}   # or these three keys at the top level
-    virtualClusters: {<vc>: {virtualCells: [...], pinnedCells: [...]}}
+    virtualClusters: {<vc>: {virtualCells: [...], pinnedCells: [...], userLimit: {...}}}
     podGracefulDeletionTimeoutSec: 10     # optional, OpenPAI's name: SIGTERM to SIGKILL, seconds
 
 Defaults, written down here because the scheduler and the executors rely on them:
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from pai.cluster.model import (
     NodeSpec,
     PhysicalCellSpec,
     SkuType,
+    UserLimit,
     VirtualCellSpec,
     VirtualClusterSpec,
 )
@@ -525,7 +527,7 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 self.problem(here, "must be a mapping with virtualCells and/or pinnedCells")
                 continue
-            self._unknown_keys(spec, here, {"virtualCells", "pinnedCells"})
+            self._unknown_keys(spec, here, {"virtualCells", "pinnedCells", "userLimit"})
             cells = self._virtual_cells(vc, spec.get("virtualCells") or [], (*here, "virtualCells"))
             pinned: list[str] = []
             items = spec.get("pinnedCells") or []
@@ -552,7 +554,8 @@ class _Builder:
                 else:
                     pinned_owner[pinned_id] = vc
                     pinned.append(pinned_id)
-            vcs[vc] = VirtualClusterSpec(vc, tuple(cells), tuple(pinned))
+            user_limit = self._user_limit(spec.get("userLimit"), (*here, "userLimit"))
+            vcs[vc] = VirtualClusterSpec(vc, tuple(cells), tuple(pinned), user_limit)
         for pinned_id, pinned_path in self.pinned.items():
             if pinned_id not in pinned_owner:
                 self.problem(
@@ -561,6 +564,31 @@ class _Builder:
                     "(list it under some VC's pinnedCells, or drop the pinnedCellId)",
                 )
         return vcs
+
+    def _user_limit(self, data: object, path: Path) -> UserLimit:
+        """`userLimit: {gpus, cpus, jobs}`, each optional: what one user may hold at once."""
+        if data is None:
+            return UserLimit()
+        if not isinstance(data, Mapping):
+            self.problem(path, "must be a mapping with gpus, cpus and/or jobs")
+            return UserLimit()
+        self._unknown_keys(data, path, {"gpus", "cpus", "jobs"})
+        gpus, cpus, jobs = data.get("gpus"), data.get("cpus"), data.get("jobs")
+        return UserLimit(
+            None if gpus is None else self._amount(gpus, (*path, "gpus")),
+            None if cpus is None else self._amount(cpus, (*path, "cpus")),
+            None if jobs is None else self._count(jobs, (*path, "jobs"), minimum=0),
+        )
+
+    def _amount(self, value: object, path: Path) -> float | None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value < math.inf
+        ):
+            self.problem(path, f"must be a number >= 0, got {value!r}")
+            return None
+        return float(value)
 
     def _virtual_cells(self, vc: str, items: object, path: Path) -> list[VirtualCellSpec]:
         if not isinstance(items, list):

@@ -42,10 +42,6 @@ class ActiveJob:
     def priority(self) -> int:
         return self.groups[0].priority if self.groups else 0
 
-    def queue_order(self) -> tuple[int, datetime, int]:
-        """Higher priority first, then first come first served (retries keep their place)."""
-        return (-self.priority, self.submitted_at, self.id)
-
     def group_of(self, task: fw.TaskKey) -> GroupRequest:
         for group in self.groups:
             if any((pod.role, pod.index) == task for pod in group.pods):

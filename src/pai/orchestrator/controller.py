@@ -45,6 +45,7 @@ from pai.orchestrator.active import (
     allocation_to_dict,
     task_key,
 )
+from pai.orchestrator.fairness import FairnessState, JobFairness
 from pai.orchestrator.launching import assign_ports, build_launch
 from pai.orchestrator.policy import job_policy
 from pai.protocol import JobSpec
@@ -52,15 +53,19 @@ from pai.runtime.classification import Classification, ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 from pai.runtime.interactive import TaskAccess
 from pai.runtime.ports import PortAllocator, PortAssignment, PortsExhaustedError
+from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S
 from pai.scheduler.requests import RequestRefused, job_requests
 from pai.scheduler.scheduler import Scheduler
 from pai.scheduler.types import (
+    OPPORTUNISTIC_PRIORITY,
     Allocation,
     Bind,
     ClusterSnapshot,
+    Decision,
     GroupRequest,
     Placement,
     Preempt,
+    Wait,
     WaitKind,
     WaitReason,
 )
@@ -95,6 +100,8 @@ class ControllerSettings:
     launch_watch: float = 2.0
     """Beyond this, a task slow to start (a storage to mount) is looked for every
     `poll_interval` only, so that it does not keep the loop busy."""
+    fair_share_half_life: float | None = DEFAULT_HALF_LIFE_S
+    """Fair share between the users of a VC (`pai.orchestrator.fairness`); None: off."""
 
 
 class SchedulingObserver(Protocol):
@@ -139,6 +146,10 @@ class Controller:
         self._changed: dict[int, ActiveJob] = {}
         self._timers: dict[int, float] = {}
         self._tally = VcTally()
+        self._fairness = JobFairness(
+            scheduler.cluster, settings.fair_share_half_life, scheduler.reserves_after_s
+        )
+        self._fairness_state = self._fairness.state(clock())
         self._keys: dict[str, tuple[int, fw.TaskKey]] = {}  # executor key -> job id, task
         self._key_of: dict[tuple[int, fw.TaskKey], str] = {}  # the reverse, for live tasks
         self._owners: dict[str, ActiveJob] = {}  # scheduler group name -> job
@@ -213,6 +224,10 @@ class Controller:
     def vc_jobs(self) -> dict[str, VcJobs]:
         """Running and waiting jobs per VC after the last pass."""
         return self._vc_jobs
+
+    def fairness(self) -> FairnessState:
+        """Each VC's users: what they hold against their limits, their recent use."""
+        return self._fairness_state
 
     def node_states(self) -> Mapping[str, NodeState]:
         """Each node as the engine sees it, or cordoned (nodes left out are alive), after the
@@ -323,6 +338,8 @@ class Controller:
                 )
             ).all()
             cordons = session.scalars(select(NodeCordon)).all()
+            if self._fairness.read_limits(session):
+                self._schedule_needed = True  # jobs held back by a limit may fit now
         self._take_in_new_jobs(fresh, now)
         self._apply_stop_requests(stopping, now)
         self._cordons = {
@@ -496,10 +513,8 @@ class Controller:
             candidates = [self._jobs[i] for i in self._new_demand if i in self._jobs]
         self._schedule_needed = False
         self._new_demand.clear()
-        waiting = sorted(
-            (job for job in candidates if job.pending_groups()),
-            key=ActiveJob.queue_order,
-        )
+        self._fairness.sync(self._changed.values(), now)
+        waiting = self._fairness.queue((job for job in candidates if job.pending_groups()), now)
         for job in waiting:
             self._schedule_job(job, now)
 
@@ -516,8 +531,9 @@ class Controller:
         gang = job.machine.policy.gang_allocation
         bound: list[tuple[GroupRequest, Placement]] = []
         blocked: WaitReason | None = None
+        held_back = self._fairness.held_back(job)
         for group in job.pending_groups():
-            decision = self.scheduler.schedule(group)
+            decision = self._decide(group, held_back)
             if isinstance(decision, Bind):
                 self.scheduler.allocate(group.name, decision.placement)
                 self._owners[group.name] = job
@@ -539,6 +555,7 @@ class Controller:
             bound = []
         for group, placement in bound:
             self._commit(job, group, placement, now)
+        self._fairness.sync((job,), now)
         if blocked is not None and blocked.kind is WaitKind.BAD_NODES:
             blocked = self._with_node_messages(blocked)
         if job.wait_reason != blocked:
@@ -546,6 +563,20 @@ class Controller:
             self._changed[job.id] = job
             if blocked is not None:
                 self._record(job, "Normal", "Waiting", blocked.message)
+
+    def _decide(self, group: GroupRequest, held_back: WaitReason | None) -> Decision:
+        """The scheduler's decision for a group, unless its user's limit holds it back: then it
+        gives up any cells or reservation kept for it in its VC, and may only overflow onto
+        idle cells as an opportunistic group (where the policy overflows)."""
+        if held_back is None:
+            return self.scheduler.schedule(group)
+        self.scheduler.release(group.name)
+        self._owners.pop(group.name, None)
+        if self.scheduler.overflow:
+            overflow = self.scheduler.schedule(replace(group, priority=OPPORTUNISTIC_PRIORITY))
+            if isinstance(overflow, Bind):
+                return overflow
+        return Wait(held_back)
 
     def _with_node_messages(self, reason: WaitReason) -> WaitReason:
         """A wait for unhealthy nodes says what each of them lacks ("node out of disk space",
@@ -607,6 +638,7 @@ class Controller:
             if victim is None or name not in victim.allocations:
                 continue
             victim.allocations[name] = replace(victim.allocations[name], opportunistic=True)
+            self._changed[victim.id] = victim
             self._record(
                 victim,
                 "Warning",
@@ -758,6 +790,7 @@ class Controller:
     def _publish(self) -> None:
         self._snapshot = self.scheduler.snapshot()
         self._vc_jobs = self._tally.per_vc()
+        self._fairness_state = self._fairness.state(self._clock())
 
     # -- recovery ---------------------------------------------------------------------------------
 
@@ -772,6 +805,7 @@ class Controller:
                 (r.id, r.username, r.name, r.submitted_at, r.spec, r.status, r.allocations)
                 for r in rows
             ]
+            self._fairness.restore(session, now)
         allocations: list[Allocation] = []
         for job_id, username, name, submitted_at, spec_data, status, allocated in stored:
             spec = JobSpec.model_validate(spec_data)
@@ -797,6 +831,7 @@ class Controller:
             self._handle(owner, fw.on_preempted(owner.machine, tasks, "a restart", now), now)
         self._restore_tasks(now)
         self._schedule_needed = True
+        self._publish()  # what was rebuilt shows before the first pass changes anything
 
     def _restore_tasks(self, now: float) -> None:
         known = {status.key: status for status in self.executor.recover()}

@@ -10,6 +10,7 @@ from pai.auth.sealing import SecretBox
 from pai.cluster.model import ClusterConfig
 from pai.executors.base import NodeState
 from pai.orchestrator.controller import VcJobs
+from pai.orchestrator.fairness import FairnessState
 from pai.runtime.exitspec import ExitSpecSource
 from pai.scheduler.types import ClusterSnapshot
 
@@ -32,5 +33,7 @@ class ControlPlane(Protocol):
     def vc_jobs(self) -> Mapping[str, VcJobs]: ...
 
     def node_states(self) -> Mapping[str, NodeState]: ...
+
+    def fairness(self) -> FairnessState: ...
 
     def wake(self) -> None: ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 from sqlalchemy import select, update
@@ -23,6 +23,7 @@ from pai.cluster.model import ClusterConfig
 from pai.errors import ServiceUnavailableError
 from pai.executors.base import NodeState
 from pai.orchestrator.controller import Controller, VcJobs
+from pai.orchestrator.fairness import FairnessState
 from pai.orchestrator.leadership import LEASE_ID, Leadership
 from pai.orchestrator.wakeups import send_wakeup
 from pai.runtime.exitspec import ExitSpecSource
@@ -39,6 +40,8 @@ class PublishedState:
     snapshot: ClusterSnapshot
     vc_jobs: dict[str, VcJobs]
     node_states: dict[str, NodeState]
+    fairness: FairnessState = field(default_factory=FairnessState)
+    """Absent from what a controller of an older version published: no users shown."""
 
     @classmethod
     def of(cls, controller: Controller) -> PublishedState:
@@ -47,6 +50,7 @@ class PublishedState:
             controller.snapshot(),
             dict(controller.vc_jobs()),
             dict(controller.node_states()),
+            controller.fairness(),
         )
 
 
@@ -124,6 +128,9 @@ class StoredControlPlane:
 
     def node_states(self) -> Mapping[str, NodeState]:
         return self._read().state.node_states
+
+    def fairness(self) -> FairnessState:
+        return self._read().state.fairness
 
     def wake(self) -> None:
         send_wakeup(self.address)

@@ -112,6 +112,10 @@ class PaiScheduler(Scheduler):
         self.overflow = overflow
         self.book = ReservationBook(starvation_after_s)
 
+    @property
+    def reserves_after_s(self) -> float:
+        return self.book.starvation_after_s
+
     def schedule(self, request: GroupRequest) -> Decision:
         view = self._view_key(request)
         if view is None or request.name in self._groups:

@@ -16,6 +16,7 @@ running group would lose if preempted now), the cells whose groups lose the leas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar, cast
@@ -56,6 +57,17 @@ class PlacementError(ValueError):
 
 class Scheduler(SharingState):
     """HiveD over one cluster. Not thread-safe: the caller serialises calls."""
+
+    overflow = False
+    """Whether a guaranteed group that must wait in its VC runs on idle cells instead, as an
+    opportunistic group (`pai.scheduler.pai`); a caller holding a group back from its VC's
+    cells may still offer it as opportunistic then."""
+
+    @property
+    def reserves_after_s(self) -> float:
+        """How long a group waits in its VC before the policy reserves cells for it (the
+        first such group of the VC that it is asked about); infinity: never."""
+        return math.inf
 
     def __init__(
         self,

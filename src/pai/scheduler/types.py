@@ -130,6 +130,7 @@ class WaitKind(StrEnum):
     TOPOLOGY = "topology"  # enough free cells, but not in the shape asked (e.g. a whole node)
     BAD_NODES = "bad_nodes"  # the only cells that would fit are on unhealthy nodes
     OPPORTUNISTIC_CAPACITY = "opportunistic_capacity"  # not enough idle cells in the cluster
+    USER_LIMIT = "user_limit"  # its user holds what a user may in the VC (`userlimits`)
     UNSCHEDULABLE = "unschedulable"  # can never fit as asked (fix the request or the cluster)
     PREPARING = "preparing"  # placed; its node prepares a task (pulls its image)
 

@@ -24,6 +24,50 @@ class CellCount(ApiModel):
     cell_number: int
 
 
+class UserLimit(ApiModel):
+    """The most one user may hold at once in a VC; None: no limit on that resource."""
+
+    gpus: float | None = None
+    cpus: float | None = None
+    jobs: int | None = None
+
+
+class GroupUserLimit(UserLimit):
+    """A limit an administrator set for each member of `group` in a VC."""
+
+    group: str
+    set_by: str = ""
+    updated_time: int = 0
+
+
+class VcUserLimits(ApiModel):
+    """A VC's default limit per user, and the groups' limits that replace it for members."""
+
+    default: UserLimit = Field(default_factory=UserLimit)
+    groups: list[GroupUserLimit] = Field(default_factory=list)
+
+
+class VcUser(ApiModel):
+    """One user of a VC: what the user's guaranteed jobs hold against the limit that applies
+    (from `limit_groups`, or the VC's default), and the recent use fair share orders by."""
+
+    username: str
+    gpus: float = 0
+    cpus: float = 0
+    jobs: int = 0
+    limit: UserLimit = Field(default_factory=UserLimit)
+    limit_groups: list[str] = Field(default_factory=list)
+    gpus_held: float = 0
+    recent_gpu_hours: float = 0
+    waiting_jobs: int = 0
+
+
+class VcUsers(ApiModel):
+    fair_share: bool = False
+    half_life_seconds: float | None = None
+    users: list[VcUser] = Field(default_factory=list)
+
+
 class VirtualCluster(ApiModel):
     """A virtual cluster: OpenPAI's capacity fields, plus PAI's counts of GPUs, of leaf cells
     (GPUs, or CPU slots on a CPU cluster) and of jobs."""
@@ -47,6 +91,7 @@ class VirtualCluster(ApiModel):
     opportunistic_leaves: int = 0
     running_jobs: int = 0
     waiting_jobs: int = 0
+    user_limit: UserLimit = Field(default_factory=UserLimit)
 
 
 class NodeVcUsage(ApiModel):
@@ -137,6 +182,48 @@ class ClusterApi(ApiBase):
         return VirtualCluster.model_validate(
             self._transport.get(f"/virtual-clusters/{segment(name)}")
         )
+
+    def vc_users(self, vc: str) -> VcUsers:
+        """Who uses the VC: each user's use against the limit, recent use, waiting jobs.
+
+        for user in client.vc_users("default").users:
+            print(user.username, user.gpus, "of", user.limit.gpus, "GPUs")
+        """
+        return VcUsers.model_validate(self._transport.get(f"/virtual-clusters/{segment(vc)}/users"))
+
+    def user_limits(self, vc: str) -> VcUserLimits:
+        """The VC's default limit per user and the groups' limits."""
+        return VcUserLimits.model_validate(
+            self._transport.get(f"/virtual-clusters/{segment(vc)}/user-limits")
+        )
+
+    def set_user_limit(
+        self,
+        vc: str,
+        group: str,
+        *,
+        gpus: float | None = None,
+        cpus: float | None = None,
+        jobs: int | None = None,
+    ) -> GroupUserLimit:
+        """Limit each member of `group` in `vc` (admin): it replaces the VC's default for
+        them; a resource left None has no limit.
+
+        client.set_user_limit("default", "interns", gpus=4, jobs=2)
+        """
+        body = self._transport.send(
+            "PUT",
+            f"/virtual-clusters/{segment(vc)}/user-limits/{segment(group)}",
+            {"gpus": gpus, "cpus": cpus, "jobs": jobs},
+        )
+        return GroupUserLimit.model_validate(body)
+
+    def remove_user_limit(self, vc: str, group: str) -> str:
+        """Drop the limit of `group` in `vc` (admin): its members get the VC's default."""
+        body = self._transport.send(
+            "DELETE", f"/virtual-clusters/{segment(vc)}/user-limits/{segment(group)}"
+        )
+        return str(body.get("message", ""))
 
     def node_usage(self) -> dict[str, NodeVcUsage]:
         """Per-node usage by node name, the `?nodes` view of the virtual-cluster API."""

@@ -21,6 +21,7 @@ from pai.orchestrator.controller import VcJobs
 from pai.orchestrator.controlplane import ControlPlane
 from pai.scheduler.types import GPU_MILLI, ClusterSnapshot, NodeSnapshot
 from pai.scheduler.types import LeafUsage as SnapshotLeaf
+from pai.server.vcusers import UserLimitBody
 
 
 class Resources(BaseModel):
@@ -56,6 +57,10 @@ class VirtualClusterInfo(BaseModel):
     opportunisticLeaves: int
     runningJobs: int
     waitingJobs: int
+    userLimit: UserLimitBody = Field(
+        description="What each user may hold at once by default (the cluster file's "
+        "`userLimit`); groups' limits are at `/virtual-clusters/{vc}/user-limits`."
+    )
 
 
 class NodeVcUsage(BaseModel):
@@ -305,6 +310,7 @@ class ClusterView:
             opportunisticLeaves=leaves.opportunistic_leaves,
             runningJobs=jobs.running,
             waitingJobs=jobs.waiting,
+            userLimit=UserLimitBody.of(spec.user_limit),
         )
 
     def _vc_spec(self, name: str) -> VirtualClusterSpec:

@@ -79,10 +79,17 @@ class WaitReasonInfo(BaseModel):
     """Why a job is WAITING (a PAI extension): a kind for programs and a sentence for people."""
 
     kind: str = Field(
-        description="vc_quota, topology, bad_nodes, opportunistic_capacity or unschedulable"
+        description="vc_quota, topology, bad_nodes, opportunistic_capacity, user_limit, "
+        "unschedulable or preparing"
     )
     message: str
     details: dict[str, Any]
+    queuePosition: int | None = Field(
+        default=None,
+        description="Its place among the VC's jobs waiting for cells (1: tried next), in the "
+        "one-job view; the message then says why jobs go in that order.",
+    )
+    queueLength: int | None = Field(default=None, description="Jobs waiting for cells there.")
 
 
 class AppExitMessages(BaseModel):

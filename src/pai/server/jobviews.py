@@ -39,6 +39,7 @@ from pai.server.jobschemas import (
     TaskStatusInfo,
     WaitReasonInfo,
 )
+from pai.server.queueplace import QueuePlace
 from pai.server.views import epoch_ms
 from pai.store.models import JobEvent, JobRow
 
@@ -264,10 +265,12 @@ class JobView:
         exit_spec: ExitSpec,
         log_url: LogUrl,
         node_states: Mapping[str, NodeState] | None = None,
+        queue: QueuePlace | None = None,
     ) -> None:
         """`node_states`: the engine's word on nodes that are not fine, shown with the tasks
-        that run on them."""
+        that run on them; `queue`: where the job, waiting, stands in its VC's queue."""
         self.row = row
+        self._queue = queue
         self._exit_spec = exit_spec
         self._log_url = log_url
         self._node_states = node_states or {}
@@ -412,7 +415,19 @@ class JobView:
             appExitTriggerTaskIndex=trigger[1] if trigger else None,
             appExitType=completion.failure_type if completion else None,
             virtualCluster=row.virtual_cluster,
-            waitReason=WaitReasonInfo(**wait_reason) if wait_reason else None,
+            waitReason=self._wait_reason(wait_reason) if wait_reason else None,
+        )
+
+    def _wait_reason(self, stored: dict[str, Any]) -> WaitReasonInfo:
+        reason = WaitReasonInfo(**stored)
+        if self._queue is None:
+            return reason
+        return reason.model_copy(
+            update={
+                "message": f"{reason.message} {self._queue.sentence}",
+                "queuePosition": self._queue.position,
+                "queueLength": self._queue.waiting,
+            }
         )
 
     def _task_status(self, attempt: fw.JobAttempt, task: fw.Task) -> TaskStatusInfo:

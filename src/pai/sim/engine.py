@@ -13,9 +13,10 @@ their place in the queue), and the preemptor binds once the victims' cells are r
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 
 from pai.executors.base import KillReason, TaskEvent, TaskEventKind, TaskLaunch
@@ -25,9 +26,10 @@ from pai.scheduler.admission import CapacityIndex
 from pai.scheduler.pai import RESERVED_FOR, PaiScheduler
 from pai.scheduler.types import Bind, GroupRequest, Placement, Preempt
 from pai.sim.policies import Policy
-from pai.sim.queue import CLUSTER, Order, Scope, Shape, WaitingQueue, vc_scope
+from pai.sim.queue import CLUSTER, Order, Scope, Shape, WaitingQueue, user_scope, vc_scope
 from pai.sim.results import JobRecord, ReplayResult
 from pai.sim.traces import Trace, TraceJob
+from pai.sim.usersharing import Rank, UserSharing
 from pai.sim.workload import ROLE, group_request, largest_pods, pod_sizes
 
 Progress = Callable[[int, int], None]
@@ -53,6 +55,7 @@ class _Job:
         "requests",
         "shape",
         "trace",
+        "user",
     )
 
     def __init__(
@@ -69,6 +72,7 @@ class _Job:
         self.keys: dict[fw.TaskKey, str] = {}  # executor key of each live task attempt
         self.progress_s = 0.0  # work saved by checkpoints, resumed by the next attempt
         self.charged_attempt = -1  # the last attempt whose preemption was accounted for
+        self.user = trace.user or ""
 
     @property
     def remaining_s(self) -> float:
@@ -165,6 +169,16 @@ class Replay:
         self._integrals = [0.0, 0.0, 0.0]  # allocated, idle while waiting, unusable
         self._lost_gpu_seconds = 0.0  # run by attempts that were preempted
         self._series: tuple[list[float], list[int]] = ([], [])
+        self._sharing = (
+            UserSharing(
+                policy.cluster,
+                half_life_s=policy.fair_share_half_life_s,
+                limits=policy.user_limits,
+                starving_after_s=getattr(policy.scheduler, "reserves_after_s", math.inf),
+            )
+            if policy.shares_vcs_between_users
+            else None
+        )
         if isinstance(policy.scheduler, PaiScheduler):
             policy.scheduler.clock = self._now
             policy.scheduler.run_time = self._declared_run_time
@@ -232,7 +246,7 @@ class Replay:
             for event in self._executor.events():
                 self._on_event(event, now)
             self._retry_preemptors()
-            self._queue.run_pass(self._attempt)
+            self._queue.run_pass(self._attempt, self._fair_rank())
             upcoming = self._executor.next_event_time()
             if upcoming is None or upcoming > now:
                 return
@@ -295,7 +309,18 @@ class Replay:
 
     def _wait(self, job: _Job) -> None:
         self._waiting[job.vc] += 1
-        self._queue.push(job, job.order, (job.vc, job.order[0], job.shape), job.shape)
+        lane: Hashable = (job.vc, job.order[0], job.shape)
+        if self._sharing is not None:  # a user's jobs are ordered and limited as the user's
+            lane = (job.vc, job.user, job.order[0], job.shape)
+        self._queue.push(job, job.order, lane, job.shape)
+
+    def _fair_rank(self) -> Callable[[Order, _Job], Rank] | None:
+        """How a pass orders lane heads under fair share (None: by queue order)."""
+        sharing, now = self._sharing, self._clock.now
+        if sharing is None or not sharing.fair:
+            return None
+        first = sharing.first_starving(((order, job.vc) for order, job in self._queue.heads()), now)
+        return lambda order, job: sharing.rank(order, job.vc, job.user, first, now)
 
     def _carry_out(self, job: _Job, actions: Iterable[fw.Action]) -> None:
         for action in actions:
@@ -366,6 +391,8 @@ class Replay:
                 self._clock.now,
                 machine.retry.total,
                 job.opportunistic,
+                trace_job.user,
+                trace_job.duration_s,
             )
         )
         del self._active[job.name]
@@ -378,7 +405,14 @@ class Replay:
         """Try to place a waiting job: None if it left the queue, else the scopes it waits on."""
         failures = self._queue.failures
         scopes: list[Scope] = []
+        held_back = self._sharing is not None and self._sharing.held_back(
+            job.vc, job.user, job.trace.gpus
+        )
         for request in job.requests:
+            if held_back and not request.opportunistic:
+                self.policy.scheduler.release(request.name)  # no reservation while held back
+                scopes.append(user_scope(job.vc, job.user))
+                continue
             known = failures.known_to_fail(
                 request.vc, job.shape, request.priority, request.opportunistic
             )
@@ -408,6 +442,15 @@ class Replay:
         job.placement = placement
         job.opportunistic = job.opportunistic or request.opportunistic
         self._usage.change(job.vc, placement, 1, self._clock.now)
+        if self._sharing is not None:
+            self._sharing.started(
+                job.name,
+                job.vc,
+                job.user,
+                job.trace.gpus,
+                guaranteed=not request.opportunistic,
+                now=self._clock.now,
+            )
         tasks = fw.tasks_awaiting_placement(job.machine)
         self._carry_out(job, fw.on_placed(job.machine, tasks, self._clock.now))
 
@@ -449,6 +492,8 @@ class Replay:
         job.placement = None
         self._queue.released(vc_scope(job.vc))
         self._queue.released(CLUSTER)
+        if self._sharing is not None and self._sharing.ended(job.name, self._clock.now):
+            self._queue.released(user_scope(job.vc, job.user))
 
     # -- result ----------------------------------------------------------------------------------
 

@@ -75,6 +75,10 @@ def write_outputs(
             results, directory / "gpu_allocation.png"
         ),
     }
+    if any(summary.get("users") for summary in summaries):
+        images["Queuing delay of light users' jobs and of the others'"] = (
+            plots.delay_by_user_weight(results, directory / "queuing_delay_by_user_weight.png")
+        )
     if any(result.policy == PRIVATE for result in results) and any(
         result.policy != PRIVATE for result in results
     ):

@@ -10,14 +10,19 @@
 - preempted GPU-hours: work lost by attempts that were preempted (since their last checkpoint
   if the policy resumes jobs, else all of it); per VC, the work its jobs lost;
 - p99 and max queuing delay of large jobs (`LARGE_JOB_GPUS` GPUs or more): the jobs a stream of
-  small ones can starve.
+  small ones can starve;
+- with users (`user_stats`): the p95 queuing delay of the *light* users' jobs (the half of
+  each VC's users with the least demand, GPU-hours of their jobs), and Jain's fairness index
+  over users of the GPU time each got against what it demanded while its jobs were in the
+  system: x = sum(GPUs x run time) / sum(GPUs x (end - submission)) over the user's jobs, 1 for
+  a user whose jobs never waited; J = (sum x)^2 / (n sum x^2), 1 when all users fare alike.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pai.sim.results import JobRecord, ReplayResult
@@ -61,6 +66,50 @@ def large_job_stats(records: Sequence[JobRecord]) -> dict[str, float | None]:
         "large_jobs": len(delays),
         "large_queuing_delay_p99_s": _number(percentile(delays, 0.99)),
         "large_queuing_delay_max_s": _number(delays[-1] if delays else math.nan),
+    }
+
+
+def by_user(records: Sequence[JobRecord]) -> dict[tuple[str, str], list[JobRecord]]:
+    """The jobs of each (VC, user); jobs of unknown users are left out."""
+    users: defaultdict[tuple[str, str], list[JobRecord]] = defaultdict(list)
+    for record in records:
+        if record.user is not None:
+            users[(record.vc, record.user)].append(record)
+    return users
+
+
+def light_users(users: Mapping[tuple[str, str], Sequence[JobRecord]]) -> set[tuple[str, str]]:
+    """The half of each VC's users whose jobs demand the fewest GPU-hours (ties by name)."""
+    per_vc: defaultdict[str, list[tuple[float, tuple[str, str]]]] = defaultdict(list)
+    for key, jobs in users.items():
+        per_vc[key[0]].append((math.fsum(r.gpus * r.run_s for r in jobs), key))
+    return {key for demands in per_vc.values() for _, key in sorted(demands)[: len(demands) // 2]}
+
+
+def user_stats(records: Sequence[JobRecord]) -> dict[str, float | int | None]:
+    """Light users' p95 queuing delay and Jain's index (see the module docstring); null
+    without users."""
+    users = by_user(records)
+    if not users:
+        return {
+            "users": 0,
+            "light_users_queuing_delay_mean_s": None,
+            "light_users_queuing_delay_p95_s": None,
+            "jain_fairness_index": None,
+        }
+    delays = sorted(r.queuing_delay_s for key in light_users(users) for r in users[key])
+    shares = []
+    for jobs in users.values():
+        in_system = math.fsum(r.gpus * r.completion_time_s for r in jobs)
+        if in_system > 0:
+            shares.append(math.fsum(r.gpus * r.run_s for r in jobs) / in_system)
+    squares = math.fsum(x * x for x in shares)
+    jain = math.fsum(shares) ** 2 / (len(shares) * squares) if squares else math.nan
+    return {
+        "users": len(users),
+        "light_users_queuing_delay_mean_s": _number(_mean(delays)),
+        "light_users_queuing_delay_p95_s": _number(percentile(delays, 0.95)),
+        "jain_fairness_index": _number(jain, 4),
     }
 
 
@@ -108,6 +157,7 @@ def summarize(result: ReplayResult, private: ReplayResult | None = None) -> dict
             if window
             else None,
             "refused_jobs": result.refused.get(vc, 0),
+            **user_stats(jobs),
         }
     anomalies = [v["sharing_anomaly_s"] for v in vcs.values() if v["sharing_anomaly_s"] is not None]
     capacity = result.gpus * window
@@ -124,6 +174,7 @@ def summarize(result: ReplayResult, private: ReplayResult | None = None) -> dict
         else None,
         **delay_stats(result.jobs),
         **large_job_stats(result.jobs),
+        **user_stats(result.jobs),
         "max_sharing_anomaly_s": max(anomalies) if anomalies else None,
         "preemptions": sum(r.preemptions for r in result.jobs),
         "preempted_gpu_hours": round(result.preempted_gpu_seconds / 3600, 1),

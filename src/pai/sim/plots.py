@@ -11,7 +11,14 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from pai.sim.metrics import PRIVATE, binned_average, by_vc, percentile
+from pai.sim.metrics import (
+    PRIVATE,
+    binned_average,
+    by_user,
+    by_vc,
+    light_users,
+    percentile,
+)
 from pai.sim.results import ReplayResult
 
 COLORS = {"hived": "#1f77b4", "hived-oppo": "#17becf", "quota": "#d62728", PRIVATE: "#7f7f7f"}
@@ -120,6 +127,51 @@ def delay_cdf(results: Sequence[ReplayResult], path: Path) -> Path:
     figure.supxlabel("queuing delay (minutes, log; below 1 s drawn at 1 s)", fontsize=9)
     figure.supylabel("fraction of the VC's jobs", fontsize=9)
     handles, names = panels[0][0].get_legend_handles_labels()
+    figure.legend(handles, names, loc="outside upper center", ncols=len(results), fontsize=8)
+    return _save(figure, path)
+
+
+def delay_by_user_weight(results: Sequence[ReplayResult], path: Path) -> Path:
+    """Two panels, the light users' jobs and the others' (`metrics.light_users`): the share of
+    their jobs that waited longer than each delay, under each replay (log scales, so that the
+    waits fair share and limits move, a tail above the jobs that start at once, show)."""
+    labels = series_labels(results)
+    figure = Figure(figsize=(8.0, 3.0), layout="constrained")
+    panels = figure.subplots(1, 2, squeeze=False)[0]
+    for index, result in enumerate(results):
+        users = by_user(result.jobs)
+        light = light_users(users)
+        for axes, chosen in ((panels[0], True), (panels[1], False)):
+            delays = sorted(
+                r.queuing_delay_s / MINUTE_S
+                for key, jobs in users.items()
+                if (key in light) == chosen
+                for r in jobs
+            )
+            fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS - 1)]
+            points = [percentile(delays, f) for f in fractions]
+            shown = [(x, 1 - f) for x, f in zip(points, fractions, strict=True) if x > 0]
+            if not shown:
+                continue  # none of these jobs waited
+            axes.plot(
+                [x for x, _ in shown],
+                [y for _, y in shown],
+                label=labels[index],
+                linewidth=1.4,
+                **_style(results, index),
+            )
+    for axes, title in zip(panels, ("light users' jobs", "the other users' jobs"), strict=True):
+        if axes.lines:
+            axes.set_xscale("log")
+            axes.set_yscale("log")
+        else:
+            axes.text(0.5, 0.5, "no job waited", ha="center", va="center", fontsize=9)
+        axes.set_title(title, fontsize=9)
+        axes.tick_params(labelsize=7)
+        axes.grid(alpha=0.3)
+    figure.supxlabel("queuing delay (minutes, log)", fontsize=9)
+    figure.supylabel("fraction of jobs waiting longer", fontsize=9)
+    handles, names = panels[0].get_legend_handles_labels()
     figure.legend(handles, names, loc="outside upper center", ncols=len(results), fontsize=8)
     return _save(figure, path)
 

@@ -14,16 +14,22 @@ controller makes on PAI's scheduler. For HiveD it *is* PAI's scheduler, `pai.sch
   waited longer than the starvation bound.
 - ``quota``: the capacity-scheduler baseline, `pai.sim.quota.QuotaScheduler`.
 - ``private``: PAI's scheduler on `pai.sim.private.private_cluster`, each VC alone on its share.
+
+Any of them may share each VC between its users as the controller does
+(`pai.orchestrator.fairness`): ``+fair`` orders waiting jobs of one priority by their users'
+recent GPU time (fair share, half-life `DEFAULT_HALF_LIFE_S`), ``+limits`` holds back jobs past
+their user's limit (the cluster's `userLimit`s). ``pai+fair+limits`` is both on top of ``pai``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pai.cluster import ClusterConfig, load_cluster
 from pai.scheduler import Scheduler
+from pai.scheduler.fairshare import DEFAULT_HALF_LIFE_S
 from pai.scheduler.pai import PaiScheduler
 from pai.scheduler.types import Decision, GroupRequest, Placement, WaitKind, WaitReason
 from pai.sim.private import private_cluster
@@ -49,6 +55,8 @@ class Policy:
     `vc_waits`: the wait kinds of guaranteed groups that only a release in their own VC can end
     (HiveD's VC safety: other VCs never take a VC's cells). Any other wait ends, at the earliest,
     with a release anywhere in the cluster.
+    `fair_share_half_life_s`: waiting jobs of one priority go by their users' recent use
+    (None: first come, first served). `user_limits`: the cluster's limits per user hold.
     """
 
     name: str
@@ -57,6 +65,12 @@ class Policy:
     overflow: bool = False
     vc_waits: frozenset[WaitKind] = frozenset()
     checkpoint_interval_s: float | None = None
+    fair_share_half_life_s: float | None = None
+    user_limits: bool = False
+
+    @property
+    def shares_vcs_between_users(self) -> bool:
+        return self.fair_share_half_life_s is not None or self.user_limits
 
     def checkpointed(self, ran_s: float) -> float:
         """Of an attempt that ran `ran_s` before preemption, the work its checkpoints saved."""
@@ -117,8 +131,31 @@ POLICIES: dict[str, Callable[[ClusterConfig], Policy]] = {
 """Policy name -> how to build it for a cluster."""
 
 
+SHARING = ("fair", "limits")
+"""What `+` adds to a policy's name: fair share, limits per user."""
+
+
 def make_policy(name: str, cluster: ClusterConfig) -> Policy:
-    build = POLICIES.get(name)
-    if build is None:
-        raise ValueError(f"unknown policy {name!r}; policies: {', '.join(POLICIES)}")
-    return build(cluster)
+    """`hived`, `pai`, ... optionally with `+fair` and/or `+limits` (`pai+fair+limits`)."""
+    base, *sharing = name.split("+")
+    build = POLICIES.get(base)
+    unknown = [part for part in sharing if part not in SHARING]
+    if build is None or unknown or len(set(sharing)) != len(sharing):
+        raise ValueError(
+            f"unknown policy {name!r}; policies: {', '.join(POLICIES)}, each optionally with "
+            f"{' and '.join('+' + part for part in SHARING)}"
+        )
+    policy = build(cluster)
+    if not sharing:
+        return policy
+    return replace(
+        policy,
+        name=name,
+        fair_share_half_life_s=DEFAULT_HALF_LIFE_S if "fair" in sharing else None,
+        user_limits="limits" in sharing,
+    )
+
+
+def known_policy(name: str) -> bool:
+    base, *sharing = name.split("+")
+    return base in POLICIES and all(part in SHARING for part in sharing)

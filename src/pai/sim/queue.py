@@ -22,8 +22,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 Scope = Hashable
 """What a release can change: `vc_scope(name)` or `CLUSTER`."""
@@ -38,6 +38,11 @@ ItemT = TypeVar("ItemT")
 
 def vc_scope(vc: str) -> Scope:
     return ("vc", vc)
+
+
+def user_scope(vc: str, user: str) -> Scope:
+    """What a job held back by its user's limit in `vc` waits on: that user's groups there."""
+    return ("user", vc, user)
 
 
 def dominates(shape: Shape, smaller: Shape) -> bool:
@@ -114,15 +119,29 @@ class WaitingQueue(Generic[ItemT]):
         self._smallest_pods[lane.smallest_pod] += 1
         self._size += 1
 
+    def heads(self) -> Iterator[tuple[Order, ItemT]]:
+        """The first item of every lane that is not blocked: what a pass will offer first."""
+        for lane in self._ready:
+            yield lane.items[0]
+
     def smallest_waiting_pod(self) -> int | None:
         """The smallest pod of any waiting group (None when nothing waits)."""
         return min(self._smallest_pods) if self._smallest_pods else None
 
-    def run_pass(self, attempt: Callable[[ItemT], Sequence[Scope] | None]) -> None:
-        """Offer the head of every unblocked lane, best queue order first. `attempt` returns
+    def run_pass(
+        self,
+        attempt: Callable[[ItemT], Sequence[Scope] | None],
+        rank: Callable[[Order, ItemT], Any] | None = None,
+    ) -> None:
+        """Offer the head of every unblocked lane, best queue order first (or, given `rank`,
+        smallest rank first: e.g. fair share's, which changes with time). `attempt` returns
         None when the item left the queue (placed), or the scopes whose release may let it in;
         its lane is then blocked until one of them is released."""
-        candidates = [(lane.items[0][0], lane.id, lane) for lane in self._ready]
+
+        def key(lane: _Lane[ItemT]) -> Any:
+            return lane.items[0][0] if rank is None else rank(*lane.items[0])
+
+        candidates = [(key(lane), lane.id, lane) for lane in self._ready]
         heapq.heapify(candidates)
         while candidates:
             _, _, lane = heapq.heappop(candidates)
@@ -134,7 +153,7 @@ class WaitingQueue(Generic[ItemT]):
                 if not self._smallest_pods[lane.smallest_pod]:
                     del self._smallest_pods[lane.smallest_pod]
                 if lane.items:
-                    heapq.heappush(candidates, (lane.items[0][0], lane.id, lane))
+                    heapq.heappush(candidates, (key(lane), lane.id, lane))
                 else:
                     self._ready.discard(lane)
             else:

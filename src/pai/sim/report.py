@@ -12,6 +12,7 @@ from pai.sim.traces import Trace
 
 DAY_S = 86_400.0
 NONE = "-"
+USER_COLUMNS = ("mean delay, light users (min)", "p95 delay, light users (min)", "Jain's index")
 
 
 def _minutes(seconds: float | None) -> str:
@@ -58,6 +59,7 @@ def _summary_table(
     results: Sequence[ReplayResult], summaries: Sequence[Mapping[str, Any]]
 ) -> list[str]:
     labels = series_labels(results)
+    with_users = any(s.get("users") for s in summaries)
     rows = [
         [
             f"`{label}`",
@@ -76,6 +78,15 @@ def _summary_table(
             if s["idle_gpus_while_waiting"] is None
             else f"{s['idle_gpus_while_waiting']:,.0f}",
             NONE if s["fragmented_gpus"] is None else f"{s['fragmented_gpus']:,.0f}",
+            *(
+                [
+                    _minutes(s["light_users_queuing_delay_mean_s"]),
+                    _minutes(s["light_users_queuing_delay_p95_s"]),
+                    NONE if s["jain_fairness_index"] is None else f"{s['jain_fairness_index']:.3f}",
+                ]
+                if with_users
+                else []
+            ),
         ]
         for label, s in zip(labels, summaries, strict=True)
     ]
@@ -92,6 +103,7 @@ def _summary_table(
         "preemptions",
         "idle GPUs while jobs wait",
         "fragmented GPUs",
+        *(USER_COLUMNS if with_users else ()),
     ]
     return ["## Summary", "", *_table(header, rows), ""]
 
@@ -191,6 +203,14 @@ def render_report(
         shared,
         _gpus,
     )
+    if any(s.get("users") for s in summaries):
+        lines += _per_vc_table(
+            "95th percentile queuing delay of the light users' jobs per VC (minutes)",
+            results,
+            summaries,
+            "light_users_queuing_delay_p95_s",
+            everything,
+        )
     lines += ["## Plots", ""]
     for caption, image in images.items():
         lines += [f"![{caption}]({image})", ""]
@@ -210,6 +230,10 @@ def render_report(
         "of small jobs can starve; their 99th percentile and longest queuing delay.",
         "- GPU-hours lost: GPU time of preempted attempts that no checkpoint saved (all of it when "
         "the policy restarts preempted jobs from scratch), counted against the victim's VC.",
+        "- Light users: the half of each VC's users whose jobs demand the fewest GPU-hours. "
+        "Jain's index: over users, of x = GPU time got / GPU time demanded while in the system "
+        "(sum of GPUs x run time over sum of GPUs x time from submission to end); 1 when every "
+        "user fares alike.",
         "",
     ]
     return "\n".join(lines)

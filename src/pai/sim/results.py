@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 class JobRecord:
     """One finished job. `start_s` is when it first ran; `preemptions` how often it was stopped
     to give its cells back (each time it was retried from scratch); `opportunistic` whether it
-    ever ran as an opportunistic job."""
+    ever ran as an opportunistic job; `user` the trace's (None: unknown); `run_s` how long it
+    runs when nothing stops it (the trace's duration)."""
 
     job_id: str
     vc: str
@@ -19,6 +20,8 @@ class JobRecord:
     end_s: float
     preemptions: int = 0
     opportunistic: bool = False
+    user: str | None = None
+    run_s: float = 0.0
 
     @property
     def queuing_delay_s(self) -> float:

@@ -143,6 +143,25 @@ class SignIn(Base):
     expires_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class GroupUserLimit(Timestamped, Base):
+    """An administrator's limit for each member of a group in one VC: it replaces the VC's
+    default `userLimit` for them (see `pai.scheduler.userlimits`). None: no limit on that."""
+
+    __tablename__ = "group_user_limits"
+    __table_args__ = (UniqueConstraint("group_id", "virtual_cluster"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    virtual_cluster: Mapped[str] = mapped_column(String(64))
+    gpus: Mapped[float | None] = mapped_column(Float)
+    cpus: Mapped[float | None] = mapped_column(Float)
+    jobs: Mapped[int | None] = mapped_column()
+    set_by: Mapped[str] = mapped_column(String(64))
+    """The administrator who set it last."""
+
+    group: Mapped[Group] = relationship()
+
+
 class IdentityEpoch(Base):
     """One row whose `epoch` triggers raise whenever users, groups or memberships change or a
     token is deleted (migration 0008): what was read about a token's bearer holds while the

@@ -1,5 +1,5 @@
-"""`/api/v2/audit`: who changed which shared object (storages, their files, marketplace items)
-and when, newest first. Administrators only."""
+"""`/api/v2/audit`: who changed which shared object (storages, their files, marketplace items,
+groups' limits per user in a VC) and when, newest first. Administrators only."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class AuditEvent(BaseModel):
 def list_events(
     context: Context,
     _admin: Admin,
-    kind: Literal["storage", "file", "marketplace"] | None = None,
+    kind: Literal["storage", "file", "marketplace", "user-limit"] | None = None,
     target: Annotated[
         str | None,
         Query(

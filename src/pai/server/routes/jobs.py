@@ -79,6 +79,7 @@ from pai.server.jobviews import (
     task_logs_url,
 )
 from pai.server.middleware import API_PREFIX
+from pai.server.queueplace import QueuePlace, queue_place
 from pai.server.schemas import Message
 from pai.storage.jobs import attach_storages
 from pai.store.models import JobEvent, JobRow
@@ -321,7 +322,8 @@ def get_job(framework_name: str, request: Request, context: Context, _caller: Ca
     """The job's latest attempt with every task; `waitReason` says why it is WAITING."""
     with context.database.reading() as session:
         row = find_job(session, framework_name)
-        return _view(request, context, row).detail(job_attempt(row))
+        place = queue_place(session, row, context.control_plane.fairness())
+        return _view(request, context, row, place).detail(job_attempt(row))
 
 
 @router.get(
@@ -594,10 +596,14 @@ def _follow_log(
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def _view(request: Request, context: Context, row: JobRow) -> JobView:
+def _view(
+    request: Request, context: Context, row: JobRow, queue: QueuePlace | None = None
+) -> JobView:
     job_url = str(request.url_for("get_job", framework_name=row.framework_name))
     plane = context.control_plane
-    return JobView(row, plane.exit_specs.current(), task_logs_url(job_url), plane.node_states())
+    return JobView(
+        row, plane.exit_specs.current(), task_logs_url(job_url), plane.node_states(), queue
+    )
 
 
 def _require_owner(caller: Caller, row: JobRow, action: str) -> None:

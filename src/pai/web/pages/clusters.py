@@ -1,5 +1,6 @@
-"""Virtual clusters (their guarantee, its use, their jobs) for everybody, and the nodes with
-who uses each of their cells and which tasks share which GPU, for administrators."""
+"""Virtual clusters (their guarantee, its use, their jobs, their users against their limits)
+for everybody, and the nodes with who uses each of their cells and which tasks share which GPU,
+for administrators."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ from pai.server.deps import Context
 from pai.server.joblist import JobListQuery
 from pai.server.jobschemas import JobListItem
 from pai.server.jobviews import list_item
+from pai.server.vcusers import (
+    UserLimitBody,
+    VcUserLimits,
+    VcUsers,
+    vc_spec,
+    vc_user_limits,
+    vc_users,
+)
 from pai.web.capacity import Capacity, Usage
 from pai.web.routing import portal_router
 from pai.web.session import Admin, CurrentVisitor
@@ -39,6 +48,30 @@ class VcRow:
     running: list[JobListItem]
     waiting: list[JobListItem]
     use_over_time: Markup
+    users: VcUsers
+    limits: VcUserLimits
+
+    @property
+    def sharing(self) -> str:
+        """How the VC is shared between its users: limits, then the order of waiting jobs."""
+        default = limit_text(self.limits.default)
+        parts = [
+            f"Each user may have at most {default} at once."
+            if default
+            else "Users have no limit here."
+        ]
+        parts += [
+            f"Members of {group.group}: {limit_text(group) or 'no limit'}."
+            for group in self.limits.groups
+        ]
+        if self.users.fairShare and self.users.halfLifeSeconds is not None:
+            parts.append(
+                "Waiting jobs of one priority go by their users' recent use (fair share; "
+                f"use counts half after {_duration(self.users.halfLifeSeconds)})."
+            )
+        else:
+            parts.append("Waiting jobs of one priority go first come, first served.")
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -78,6 +111,8 @@ def used_tenths(gpu: SharedGpu) -> int:
 def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor) -> HTMLResponse:
     capacity = Capacity.of(context)
     history = context.service(UsageHistory)
+    plane = context.control_plane
+    fairness = plane.fairness()
     with context.database.reading() as session:
         rows = [
             VcRow(
@@ -89,6 +124,8 @@ def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor
                 running=_jobs(session, name, ("RUNNING", "STOPPING")),
                 waiting=_jobs(session, name, ("WAITING",)),
                 use_over_time=capacity_chart(history, capacity.unit, name),
+                users=vc_users(session, vc_spec(plane.cluster, name), fairness),
+                limits=vc_user_limits(session, vc_spec(plane.cluster, name)),
             )
             for name, info in capacity.view.virtual_clusters().items()
         ]
@@ -98,6 +135,7 @@ def virtual_clusters(request: Request, context: Context, visitor: CurrentVisitor
         nav="vcs",
         vcs=rows,
         unit=capacity.unit,
+        gpus=capacity.gpus,
         jobs_shown=JOBS_SHOWN,
     )
 
@@ -128,6 +166,27 @@ def cluster(request: Request, context: Context, admin: Admin) -> HTMLResponse:
         shared=[(node, gpu) for node in nodes for gpu in node.sharedGpus],
         used_tenths=used_tenths,
     )
+
+
+def limit_text(limit: UserLimitBody) -> str:
+    """'6 GPUs, 2 running jobs' (empty: no limit)."""
+    amounts = [
+        f"{amount:g} {unit}"
+        for amount, unit in (
+            (limit.gpus, "GPUs"),
+            (limit.cpus, "CPUs"),
+            (limit.jobs, "running jobs"),
+        )
+        if amount is not None
+    ]
+    return ", ".join(amounts)
+
+
+def _duration(seconds: float) -> str:
+    days = seconds / 86400
+    if days >= 1:
+        return f"{days:g} days" if days != 1 else "a day"
+    return f"{seconds / 3600:g} hours"
 
 
 def _jobs(session: Session, vc: str, states: tuple[str, ...]) -> list[JobListItem]:
