@@ -27,6 +27,10 @@ task_ports.use_worker_share()
 # most tests are about what the platform does with a task, and their jobs name images no
 # registry here has. The tests of containers and isolation (tests/executors/containers,
 # tests/e2e/test_isolation.py) set these themselves.
+CONTAINER_SANDBOX = "container_sandbox"
+"""The fixture every test of containers uses (tests/container_images.py)."""
+CONTAINERS_GROUP = "containers"
+
 HOST_TASKS = {"PAI_ISOLATION": "host", "PAI_TASK_USER": "root"}
 os.environ.update(HOST_TASKS)
 
@@ -97,12 +101,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """With `--dist loadgroup` (pyproject.toml), the tests that share one instance of a
     module-scoped fixture (a module's server or platform, once per database backend) run on one
     worker, which sets it up once, instead of each worker setting up its own. A test marked with
-    a group of its own keeps it."""
+    a group of its own keeps it; every other test of containers runs in one group: two
+    workers' podman, each with its own image store, slow each other's containers down tenfold
+    (their starts wait on each other), so one worker runs them all, one after the other."""
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if CONTAINER_SANDBOX in getattr(item, "fixturenames", ()):
+            group: str | None = CONTAINERS_GROUP
+        else:
             group = _shared_fixture_group(item)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _shared_fixture_group(item: pytest.Item) -> str | None:

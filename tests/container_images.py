@@ -1,7 +1,8 @@
 """Fixtures for tests of container tasks: a container sandbox per test process (its own image
 store and a password-protected registry on 127.0.0.1, see `pai.executors.sandboxes.containers`),
 and the images the tests run: busybox, and a minimal Debian with Python 3 (built with
-debootstrap once per test run, whichever test process needs it first)."""
+debootstrap by whichever test process needs it first, and kept in the tests' cache, PAI_TEST_CACHE
+or ~/.cache/pai-tests, for later runs: debootstrap takes minutes; delete the file to rebuild it)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ FAILING_RUNTIME = '[engine.runtimes]\npai-fails = ["/bin/false"]\n'
 machine does (its packaged defaults asking for limits the machine does not allow)."""
 BUSYBOX = "pai-test/busybox:1"
 PYTHON = "pai-test/python:3"
+
+
+def cache_folder() -> Path:
+    """The folder where tests keep what is slow to make and the same from run to run."""
+    folder = Path(os.environ.get("PAI_TEST_CACHE") or Path.home() / ".cache" / "pai-tests")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +59,10 @@ def busybox_image(container_sandbox: ContainerSandbox) -> str:
 
 @pytest.fixture(scope="session")
 def python_image(
-    container_sandbox: ContainerSandbox,
-    tmp_path_factory: pytest.TempPathFactory,
-    requirement: Callable[[bool, str], None],
+    container_sandbox: ContainerSandbox, requirement: Callable[[bool, str], None]
 ) -> str:
     """A minimal Debian with Python 3 in the sandbox's registry."""
-    shared = tmp_path_factory.getbasetemp().parent  # the same for every worker of a run
+    shared = cache_folder()
     with open(shared / "debian-python.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

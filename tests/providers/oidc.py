@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ from providers.processes import free_port, stop
 HERE = Path(__file__).parent
 STARTUP_SECONDS = 60.0
 CLIENT_ID = "pai-cluster"
+DATABASE = "provider.db"
+"""The provider's SQLite database in its state folder (oidc_site/settings.py)."""
 PROVIDER_NAME = "Example Identity"
 
 
@@ -89,11 +92,7 @@ class OidcProvider:
         }
 
 
-@contextmanager
-def running_provider(state: Path) -> Iterator[OidcProvider]:
-    state.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    site = f"http://127.0.0.1:{port}"
+def _provider(state: Path, site: str) -> OidcProvider:
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("PAI_")},
         "PYTHONPATH": str(HERE),
@@ -102,13 +101,30 @@ def running_provider(state: Path) -> Iterator[OidcProvider]:
         "OIDC_SITE_URL": site,
         "OIDC_SITE_SECRET_KEY": secrets.token_urlsafe(40),
     }
-    provider = OidcProvider(site, state, env)
-    provider.admin("setup")
+    return OidcProvider(site, state, env)
+
+
+def set_up_database(state: Path) -> Path:
+    """A provider's database with its tables and signing key, made in `state` (the slow part of
+    a provider's start: Django's migrations); `running_provider` starts from a copy of it."""
+    state.mkdir(parents=True, exist_ok=True)
+    _provider(state, "http://127.0.0.1").admin("setup")
+    return state / DATABASE
+
+
+@contextmanager
+def running_provider(state: Path, database: Path) -> Iterator[OidcProvider]:
+    """A provider on a free port whose database starts as a copy of `database`
+    (`set_up_database`)."""
+    state.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(database, state / DATABASE)
+    port = free_port()
+    provider = _provider(state, f"http://127.0.0.1:{port}")
     log = (state / "provider.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{port}", "--noreload"],
         cwd=HERE,
-        env=env,
+        env=provider.env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

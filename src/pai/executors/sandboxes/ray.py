@@ -36,6 +36,10 @@ from pai.executors.sandboxes.base import Sandbox
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 # Ray's own ports on a worker: fixed, and below PAI's task ports (15000-40000).
+START_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "120"}
+"""Ray's settings for every node of the sandbox: no usage reports, and a raylet that has up to
+two minutes to register with the head: on a busy machine Ray's default is too short, and `ray
+start` fails with "GCS cannot find the node ... increase RAY_raylet_start_wait_time_s"."""
 WORKER_PORTS = (
     "--node-manager-port=6380",
     "--object-manager-port=6381",
@@ -232,7 +236,7 @@ class RaySandbox(Sandbox):
         ]
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
-        return {**os.environ, **self.env, **extra, "RAY_USAGE_STATS_ENABLED": "0"}
+        return {**os.environ, **self.env, **extra, **START_ENV}
 
     def _run(self, command: list[str], undo: list[str] | None = None) -> None:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
