@@ -242,7 +242,7 @@ class ContainerSandbox(Sandbox):
 def debian_python(directory: Path) -> Path:
     """A tar of a minimal Debian root file system with Python 3 and OpenSSH's client, made once
     in `directory` with `debootstrap` from Debian's mirror; its path."""
-    archive = directory / f"debian-{DEBIAN_SUITE}-python3.tar"
+    archive = directory / f"debian-{DEBIAN_SUITE}-{'-'.join(PYTHON_PACKAGES)}.tar"
     if archive.exists():
         return archive
     if shutil.which("debootstrap") is None:
