@@ -21,7 +21,7 @@ from pai.executors.local import LocalExecutor
 from pai.executors.node.taskfiles import ProcessIdentity, SupervisorConfig
 from pai.localrun.plan import RunPlan, choose_task, differences, label, load_job, plan_run
 from pai.localrun.relay import Relay
-from pai.localrun.runner import LocalRun, Outcome
+from pai.localrun.runner import LocalRun, Outcome, ending
 from pai.localrun.shell import ShellInput
 from pai.protocol import ProtocolError
 from pai.sdk import InvalidArgumentError
@@ -161,12 +161,10 @@ def _report(relay: Relay, outcome: Outcome) -> None:
     if outcome.task is None or verdict is None:
         relay.note(None, f"the job failed: {completion.code} {completion.phrase}")
         return
-    origin = verdict.origin_exit_code
-    said = f"exited with {origin}, " if origin is not None else ""
     relay.note(
         None,
-        f"the job failed: task {label(outcome.task)} {said}PAI code {verdict.code} "
-        f"{verdict.phrase} ({verdict.type.value}, {verdict.behavior.value}): {verdict.reason}",
+        f"the job failed: task {label(outcome.task)} ended with {ending(verdict)}; "
+        f"{verdict.type.value} ({verdict.behavior.value}): {verdict.reason}",
     )
     for line in verdict.diagnostics:
         relay.note(None, f"  {line}")

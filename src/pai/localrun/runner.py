@@ -59,6 +59,17 @@ class Outcome:
         return 1
 
 
+def ending(classification: Classification) -> str:
+    """`exit code 3, PAI code 255 (PAIRuntimeUnknownFailed)`, or `exit code 0 (Succeeded)`."""
+    code, origin = classification.code, classification.origin_exit_code
+    said = f"({classification.phrase})"
+    if origin is None:
+        return f"PAI code {code} {said}"
+    if origin == code:
+        return f"exit code {code} {said}"
+    return f"exit code {origin}, PAI code {code} {said}"
+
+
 class LocalRun:
     """Runs `plan` with `executor` until the job ends; `stop()` (from a signal handler, say)
     stops it with every task's grace period, as `pai stop` would."""
@@ -128,11 +139,7 @@ class LocalRun:
     def _ended(self, task: fw.TaskKey, classification: Classification) -> None:
         machine = self._job.machine
         self._ends[task] = classification
-        origin = classification.origin_exit_code
-        status = f"exit code {origin}, " if origin is not None else ""
-        self._relay.note(
-            label(task), f"ended: {status}{classification.code} {classification.phrase}"
-        )
+        self._relay.note(label(task), f"ended: {ending(classification)}")
         attempt = machine.tasks[task].current.attempt_id
         completion = fw.CompletionStatus.of(classification)
         self._handle(fw.on_task_exited(machine, task, attempt, completion, time.monotonic()))
