@@ -54,11 +54,13 @@ taskRoles:
   echo:
     instances: 2
     dockerImage: image
-    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
+    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 64}
     completion: {minSucceededInstances: -1}
     commands:
-      - echo "i am $PAI_CURRENT_TASK_ROLE_NAME $PAI_TASK_INDEX"
+      - echo "i am $PAI_CURRENT_TASK_ROLE_NAME $PAI_TASK_INDEX (token <% $secrets.token %>)"
       - echo kept > left.txt
+extras:
+  storages: [{name: data, mountPath: /data}]
 """
 
 LOOP = """\
@@ -109,14 +111,20 @@ def pai_run(env: dict[str, str], *args: str, input: str = "") -> subprocess.Comp
 def test_roles_talk_over_tcp_with_labelled_output_and_parameters_applied(
     job: Path, env: dict[str, str]
 ) -> None:
-    done = pai_run(env, str(job), "-p", "greeting=bonjour")
+    done = pai_run(env, str(job), "-p", "greeting=bonjour", "--secret", "token=s3cr3t")
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "[srv/0] srv got bonjour" in lines
     assert "[cli/0] cli at 127.0.0.2" in lines
-    assert "[echo/0] i am echo 0" in lines and "[echo/1] i am echo 1" in lines
-    assert "not in containers of their images (PAI_ISOLATION=host)" in done.stderr
+    assert "[echo/0] i am echo 0 (token s3cr3t)" in lines
+    assert "[echo/1] i am echo 1 (token s3cr3t)" in lines
+    # What cannot be as on a cluster is said first.
+    notes = done.stderr
+    assert "not in containers of their images (PAI_ISOLATION=host)" in notes
+    assert "storage data is not mounted here: tasks find nothing at /data" in notes
+    assert re.search(r"echo/0 asks for 64 GPUs, but this machine has \d+ left", notes)
+    assert "secret token" not in notes
     assert "the job succeeded" in done.stderr
     assert os.listdir(env["TMPDIR"]) == []  # nothing left behind without --keep
 
@@ -147,8 +155,9 @@ def test_one_task_runs_alone_and_keep_leaves_its_working_directory(
     done = pai_run(env, str(job), "--role", "echo", "--index", "1", "--keep")
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[echo/1] i am echo 1"]
+    assert done.stdout.splitlines() == ["[echo/1] i am echo 1 (token )"]
     assert "only echo/1 runs" in done.stderr
+    assert "secret token is not given (--secret token=VALUE or --secrets-file)" in done.stderr
     kept = re.search(r"kept its working directory (\S+) ", done.stderr)
     assert kept is not None, done.stderr
     assert (Path(kept[1]) / "left.txt").read_text() == "kept\n"

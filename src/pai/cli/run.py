@@ -15,11 +15,20 @@ import yaml
 
 from pai.cli.failures import problem_line
 from pai.cli.session import key_values
+from pai.cli.submit import read_text_file
 from pai.cluster.detect import detect_resources
 from pai.executors.isolation.policy import RUNTIME_ENV
 from pai.executors.local import LocalExecutor
 from pai.executors.node.taskfiles import ProcessIdentity, SupervisorConfig
-from pai.localrun.plan import RunPlan, choose_task, differences, label, load_job, plan_run
+from pai.localrun.plan import (
+    RunPlan,
+    choose_task,
+    differences,
+    label,
+    load_job,
+    missing_secrets,
+    plan_run,
+)
 from pai.localrun.relay import Relay
 from pai.localrun.runner import LocalRun, Outcome, ending
 from pai.localrun.shell import ShellInput
@@ -77,7 +86,7 @@ def run(
     Exit code: 0 if the job succeeded, the failing task's exit code if it failed, 130 if
     stopped.
     """
-    text = _read(file)
+    text = read_text_file(str(file))
     given = {**_secrets_file(secrets_file), **key_values(secret or [], "--secret")}
     try:
         spec, secrets = load_job(text, key_values(parameter or [], "--parameter"), given)
@@ -92,17 +101,18 @@ def run(
         raise InvalidArgumentError(str(error)) from None
     if shell and only is None:
         only = choose_task(spec, next(iter(spec.task_roles)), 0)
-    plan, gpu_notes = plan_run(spec, secrets, only, detect_resources().gpu_count)
+    plan, notes = plan_run(spec, secrets, only, detect_resources().gpu_count)
+    notes += missing_secrets(text, secrets)
     root = Path(tempfile.mkdtemp(prefix="pai-run-"))
     try:
-        status = _run(plan, root, gpu_notes, shell=shell, keep=keep)
+        status = _run(plan, root, notes, shell=shell, keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     raise typer.Exit(status)
 
 
-def _run(plan: RunPlan, root: Path, gpu_notes: list[str], *, shell: bool, keep: bool) -> int:
+def _run(plan: RunPlan, root: Path, notes: list[str], *, shell: bool, keep: bool) -> int:
     settings = Settings.from_env()
     config = SupervisorConfig(
         isolation=settings.isolation_policy, lifeline=ProcessIdentity.of(os.getpid())
@@ -113,7 +123,7 @@ def _run(plan: RunPlan, root: Path, gpu_notes: list[str], *, shell: bool, keep: 
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     relay = Relay(sys.stdout.buffer, sys.stderr.buffer, colour=colour, prefixed=not shell)
     runtime_env = {name: os.environ[name] for name in (*RUNTIME_ENV, "PATH") if name in os.environ}
-    for note in [*differences(plan, isolation, settings.isolation, runtime_env), *gpu_notes]:
+    for note in [*differences(plan, isolation, settings.isolation, runtime_env), *notes]:
         relay.note(None, note)
     problem = isolation.problem or executor.node_problem()
     if problem is not None:
@@ -170,20 +180,11 @@ def _report(relay: Relay, outcome: Outcome) -> None:
         relay.note(None, f"  {line}")
 
 
-def _read(file: Path) -> str:
-    try:
-        return file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise InvalidArgumentError(f"cannot read {file}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise InvalidArgumentError(f"{file} is not UTF-8 text") from None
-
-
 def _secrets_file(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        loaded = yaml.safe_load(_read(path))
+        loaded = yaml.safe_load(read_text_file(str(path)))
     except yaml.YAMLError as error:
         raise InvalidArgumentError(f"{path}: not YAML: {error}") from None
     if loaded is None:

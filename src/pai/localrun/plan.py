@@ -17,7 +17,7 @@ from typing import Any
 from pai.executors.isolation.images import full_name, present_digest
 from pai.executors.isolation.policy import CONTAINER, HOST, NodeIsolation
 from pai.orchestrator.framework import TaskKey
-from pai.protocol import JobSpec, parse_job, runtime_plugins_for_role
+from pai.protocol import JobSpec, parse_job, runtime_plugins_for_role, secret_names
 from pai.scheduler.types import PodPlacement
 from pai.sdk.submission import job_request
 
@@ -52,6 +52,14 @@ def load_job(
     edited = job_request(text, parameters).content if parameters else text
     spec = parse_job(edited)
     return spec, {**spec.secrets, **secrets}
+
+
+def missing_secrets(text: str, secrets: Mapping[str, Any]) -> list[str]:
+    """A note for each secret the job refers to but nobody gave: it is empty, as on a cluster."""
+    return [
+        f"secret {name} is not given (--secret {name}=VALUE or --secrets-file): it is empty here"
+        for name in sorted(secret_names(text) - set(secrets))
+    ]
 
 
 def choose_task(spec: JobSpec, role: str | None, index: int | None) -> TaskKey | None:
