@@ -4,6 +4,7 @@ runs it: roles that talk over TCP, the image pulled with the job's registry cred
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -72,3 +73,31 @@ def test_roles_in_containers_talk_over_tcp_and_the_job_ends_with_the_client(
     assert f"image {busybox_image} is not on this machine: it is pulled first" in done.stderr
     assert "tasks run in containers" in done.stderr
     assert container_sandbox.podman("ps", "--all", "--format", "{{.Names}}").split() == []
+
+
+def test_a_shell_opens_in_the_tasks_image(
+    tmp_path: Path,
+    busybox_image: str,
+    container_sandbox: ContainerSandbox,
+    sandbox_env: dict[str, str],
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        JOB.format(image=busybox_image, user=REGISTRY_USER, registry=container_sandbox.registry)
+    )
+    commands = "command -v python3 || echo no python3\necho at $PAI_HOST_IP_cli_0 in $(pwd)\n"
+    secret = f"registry={container_sandbox.password}"
+
+    done = subprocess.run(
+        [*pai_command(), "run", str(job), "--shell", "--role", "cli", "--secret", secret],
+        input=commands,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PAI_ISOLATION": "container", "NO_COLOR": "1"},
+        timeout=COMMAND_TIMEOUT * 2,
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "no python3"
+    assert re.fullmatch(r"at 127\.0\.0\.2 in /\S+/work", lines[1]), lines
