@@ -97,6 +97,24 @@ def job(tmp_path: Path) -> Path:
     return path
 
 
+RETRIED = """\
+protocolVersion: 2
+name: retried
+type: job
+jobRetryCount: 1
+prerequisites:
+  - {name: image, type: dockerimage, uri: "python:3.11"}
+taskRoles:
+  try:
+    instances: 1
+    dockerImage: image
+    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0}
+    commands:
+      - echo "attempt $FC_FRAMEWORK_ATTEMPT_ID"
+      - test "$FC_FRAMEWORK_ATTEMPT_ID" = 1
+"""
+
+
 def pai_run(env: dict[str, str], *args: str, input: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*pai_command(), "run", *args],
@@ -137,6 +155,17 @@ def test_a_failing_task_fails_the_job_with_its_exit_code(job: Path, env: dict[st
         "the job failed: task cli/0 ended with exit code 7, PAI code 255 "
         "(PAIRuntimeUnknownFailed); UNKNOWN_FAILURE (UNKNOWN): "
     ) in done.stderr
+
+
+def test_a_failed_attempt_is_retried_as_the_job_allows(tmp_path: Path, env: dict[str, str]) -> None:
+    job = tmp_path / "retry.yaml"
+    job.write_text(RETRIED)
+
+    done = pai_run(env, str(job))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[try/0] attempt 0", "[try/0] attempt 1"]
+    assert "job attempt 0 ended with 255 PAIRuntimeUnknownFailed; retrying" in done.stderr
 
 
 def test_an_undeclared_parameter_is_refused_before_anything_runs(

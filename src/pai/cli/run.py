@@ -17,7 +17,8 @@ from pai.cli.failures import problem_line
 from pai.cli.session import key_values
 from pai.cli.submit import read_text_file
 from pai.cluster.detect import detect_resources
-from pai.executors.isolation.policy import RUNTIME_ENV
+from pai.errors import ConfigurationError
+from pai.executors.isolation.policy import RUNTIME_ENV, IsolationError
 from pai.executors.local import LocalExecutor
 from pai.executors.node.taskfiles import ProcessIdentity, SupervisorConfig
 from pai.localrun.plan import (
@@ -103,22 +104,31 @@ def run(
         only = choose_task(spec, next(iter(spec.task_roles)), 0)
     plan, notes = plan_run(spec, secrets, only, detect_resources().gpu_count)
     notes += missing_secrets(text, secrets)
+    try:
+        settings = Settings.from_env()
+    except ConfigurationError as error:
+        raise InvalidArgumentError(str(error)) from None
     root = Path(tempfile.mkdtemp(prefix="pai-run-"))
     try:
-        status = _run(plan, root, notes, shell=shell, keep=keep)
+        status = _run(plan, settings, root, notes, shell=shell, keep=keep)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     raise typer.Exit(status)
 
 
-def _run(plan: RunPlan, root: Path, notes: list[str], *, shell: bool, keep: bool) -> int:
-    settings = Settings.from_env()
-    config = SupervisorConfig(
-        isolation=settings.isolation_policy, lifeline=ProcessIdentity.of(os.getpid())
-    )
+def _run(
+    plan: RunPlan, settings: Settings, root: Path, notes: list[str], *, shell: bool, keep: bool
+) -> int:
+    """The run in `root`, once the job is known to be valid; its exit status."""
     nodes = [pod.node for pod in plan.pods.values()]
-    executor = LocalExecutor(root / "state", jobs_dir=root / "jobs", config=config, nodes=nodes)
+    try:
+        config = SupervisorConfig(
+            isolation=settings.isolation_policy, lifeline=ProcessIdentity.of(os.getpid())
+        )
+        executor = LocalExecutor(root / "state", jobs_dir=root / "jobs", config=config, nodes=nodes)
+    except IsolationError as error:
+        raise InvalidArgumentError(str(error)) from None
     isolation = executor.node_isolation
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     relay = Relay(sys.stdout.buffer, sys.stderr.buffer, colour=colour, prefixed=not shell)

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from pai.executors.base import KillReason, LogStream, TaskEventKind, TaskLaunch
 from pai.executors.local import LocalExecutor
@@ -90,7 +89,11 @@ class LocalRun:
         self._exit_specs = exit_specs or ExitSpecSource()
         self._ports = PortAllocator()
         self._stop = threading.Event()
-        self._keys: dict[str, fw.TaskKey] = {}
+        self._keys: dict[str, tuple[fw.TaskKey, int]] = {}
+        """Each launched key's task and the task's attempt."""
+        self._key_of: dict[fw.TaskKey, str] = {}
+        """The executor's key of each task's latest placed attempt (its actions name the task:
+        by the time they are carried out, a new job attempt may have replaced the tasks)."""
         self._ends: dict[fw.TaskKey, Classification] = {}
         self.launched: list[TaskLaunch] = []
         machine, actions = fw.new_job(job_policy(plan.spec), time.monotonic())
@@ -118,16 +121,15 @@ class LocalRun:
                 self._relay.note(None, "stopping every task (each has its grace period)")
                 self._handle(fw.on_stop_requested(machine, time.monotonic()))
             for event in self._executor.events():
-                task = self._keys.get(event.key)
-                if task is None:
+                if event.key not in self._keys:
                     continue
+                task, attempt = self._keys[event.key]
                 if event.kind is TaskEventKind.PREPARING:
                     self._relay.note(label(task), event.message)
                 elif event.kind is TaskEventKind.STARTED:
-                    attempt = machine.tasks[task].current.attempt_id
                     self._handle(fw.on_task_running(machine, task, attempt, time.monotonic()))
                 elif event.result is not None:
-                    self._ended(task, event.result.classification)
+                    self._ended(task, attempt, event.result.classification)
             self._handle(fw.on_tick(machine, time.monotonic()))
             if not machine.finished:
                 time.sleep(POLL_SECONDS)
@@ -136,11 +138,10 @@ class LocalRun:
         trigger = machine.attempt.trigger
         return Outcome(completion, trigger, self._ends.get(trigger) if trigger else None, stopping)
 
-    def _ended(self, task: fw.TaskKey, classification: Classification) -> None:
+    def _ended(self, task: fw.TaskKey, attempt: int, classification: Classification) -> None:
         machine = self._job.machine
         self._ends[task] = classification
         self._relay.note(label(task), f"ended: {ending(classification)}")
-        attempt = machine.tasks[task].current.attempt_id
         completion = fw.CompletionStatus.of(classification)
         self._handle(fw.on_task_exited(machine, task, attempt, completion, time.monotonic()))
 
@@ -153,9 +154,9 @@ class LocalRun:
                 self._launch(action.task)
             elif isinstance(action, fw.Kill):
                 reason = KILL_REASONS.get(action.status.code, KillReason.ATTEMPT_COMPLETED)
-                self._executor.kill(self._key(action.task, action.attempt_id), reason)
+                self._executor.kill(self._key_of[action.task], reason)
             elif isinstance(action, fw.TaskEnded):
-                self._ports.release(self._key(action.task, action.attempt_id))
+                self._ports.release(self._key_of.pop(action.task))
             elif isinstance(action, fw.AttemptEnded) and action.retrying:
                 self._relay.note(
                     None,
@@ -174,7 +175,8 @@ class LocalRun:
         placed = assign_ports(self._job, pods, self._ports, self._executor.isolation_on)
         for task, where in placed.items():
             machine.tasks[task].current.placement = where
-            self._keys[where["key"]] = task
+            self._keys[where["key"]] = (task, machine.tasks[task].current.attempt_id)
+            self._key_of[task] = where["key"]
         self._handle(fw.on_placed(machine, placed, time.monotonic()))
 
     def _launch(self, task: fw.TaskKey) -> None:
@@ -185,7 +187,8 @@ class LocalRun:
                 launch = self._prepare(launch)
             executor.launch(launch)
         except Exception as error:  # any failure to start ends the task, saying why
-            self._ended(task, self._launch_failure(error))
+            attempt = self._job.machine.tasks[task].current.attempt_id
+            self._ended(task, attempt, self._launch_failure(error))
             return
         self.launched.append(launch)
         key = launch.key
@@ -196,12 +199,3 @@ class LocalRun:
         return self._exit_specs.current().for_code(
             int(ExitCode.POD_CREATION_PERMANENT_ERROR), diagnostics=(message,)
         )
-
-    def _key(self, task: fw.TaskKey, attempt_id: int) -> str:
-        """The executor's key of one attempt of `task` (a retry may have followed it)."""
-        attempts = self._job.machine.tasks[task].attempts
-        where: dict[str, Any] | None = next(
-            attempt.placement for attempt in attempts if attempt.attempt_id == attempt_id
-        )
-        assert where is not None, f"{task} attempt {attempt_id} has no placement"
-        return str(where["key"])
