@@ -168,14 +168,20 @@ def test_a_failed_attempt_is_retried_as_the_job_allows(tmp_path: Path, env: dict
     assert "job attempt 0 ended with 255 PAIRuntimeUnknownFailed; retrying" in done.stderr
 
 
-def test_an_undeclared_parameter_is_refused_before_anything_runs(
-    job: Path, env: dict[str, str]
-) -> None:
-    done = pai_run(env, str(job), "-p", "nope=1")
+def test_bad_arguments_are_refused_before_anything_runs(job: Path, env: dict[str, str]) -> None:
+    for arguments, error in (
+        (
+            ["-p", "nope=1"],
+            "error: the job declares no parameter 'nope' (declared: code, greeting)",
+        ),
+        (["--role", "nope"], "the job has no such role (it has srv, cli, echo)"),
+    ):
+        done = pai_run(env, str(job), *arguments)
 
-    assert done.returncode == 1
-    assert "declares no parameter 'nope'" in done.stderr
-    assert done.stdout == ""
+        assert done.returncode == 1
+        assert error in done.stderr
+        assert done.stdout == ""
+    assert os.listdir(env["TMPDIR"]) == []
 
 
 def test_one_task_runs_alone_and_keep_leaves_its_working_directory(
@@ -191,13 +197,6 @@ def test_one_task_runs_alone_and_keep_leaves_its_working_directory(
     assert kept is not None, done.stderr
     assert (Path(kept[1]) / "left.txt").read_text() == "kept\n"
     assert Path(kept[1]).is_relative_to(env["TMPDIR"])
-
-
-def test_an_unknown_role_is_refused(job: Path, env: dict[str, str]) -> None:
-    done = pai_run(env, str(job), "--role", "nope")
-
-    assert done.returncode == 1
-    assert "the job has no such role (it has srv, cli, echo)" in done.stderr
 
 
 def test_a_shell_opens_in_the_tasks_environment(job: Path, env: dict[str, str]) -> None:
