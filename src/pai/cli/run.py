@@ -39,7 +39,7 @@ from pai.settings import Settings
 
 
 def run(
-    file: Annotated[Path, typer.Argument(help="The job file.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="The job file.", metavar="FILE", show_default=False)],
     parameter: Annotated[
         list[str] | None,
         typer.Option(

@@ -48,9 +48,11 @@ def load_job(
 ) -> tuple[JobSpec, dict[str, Any]]:
     """The job of `text` with `parameters` overriding those it declares (as `pai submit -p`
     does), and its secrets: those of the file, overridden by `secrets`. Raises ProtocolError
-    for an invalid job and InvalidArgumentError for an undeclared parameter."""
-    edited = job_request(text, parameters).content if parameters else text
-    spec = parse_job(edited)
+    for an invalid job (its problems placed in `text`, checked before any edit) and
+    InvalidArgumentError for an undeclared parameter."""
+    spec = parse_job(text)
+    if parameters:
+        spec = parse_job(job_request(text, parameters).content)
     return spec, {**spec.secrets, **secrets}
 
 
@@ -116,14 +118,12 @@ def differences(
     spec = plan.spec
     notes = [_where_tasks_run(isolation, chosen)]
     roles = sorted({role for role, _ in plan.tasks}, key=list(spec.task_roles).index)
-    images = {role: _image(spec, role) for role in roles}
-    if isolation.mode == CONTAINER and isolation.runtime is not None:
-        for image in sorted({image for image in images.values() if image}):
-            if present_digest(isolation.runtime, full_name(image), runtime_env) is None:
-                notes.append(f"image {image} is not on this machine: it is pulled first")
-    elif isolation.mode != CONTAINER:
-        for image in sorted({image for image in images.values() if image}):
+    runtime = isolation.runtime
+    for image in sorted({image for role in roles if (image := _image(spec, role))}):
+        if isolation.mode != CONTAINER:
             notes.append(f"image {image} is not used: its tasks run on this machine's own tools")
+        elif runtime and present_digest(runtime, full_name(image), runtime_env) is None:
+            notes.append(f"image {image} is not on this machine: it is pulled first")
     for storage in spec.extras.storages or ():
         path = storage.mount_path or f"/mnt/{storage.name}"
         notes.append(f"storage {storage.name} is not mounted here: tasks find nothing at {path}")
