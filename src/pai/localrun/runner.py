@@ -8,6 +8,7 @@ here fails the run at once (the cluster would retry it elsewhere), and a stop co
 from __future__ import annotations
 
 import getpass
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,9 +25,11 @@ from pai.orchestrator.launching import assign_ports, build_launch
 from pai.orchestrator.policy import job_policy
 from pai.runtime.classification import Classification, ExitCode
 from pai.runtime.exitspec import ExitSpecSource
-from pai.runtime.ports import PortAllocator
+from pai.runtime.ports import DEFAULT_PORT_RANGE, PortAllocator
 
 POLL_SECONDS = 0.1
+PORTS_KEPT = 5000
+"""The fewest ports of PAI's range a run may use."""
 KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
 
 Prepare = Callable[[TaskLaunch], TaskLaunch]
@@ -69,6 +72,14 @@ def ending(classification: Classification) -> str:
     return f"exit code {origin}, PAI code {code} {said}"
 
 
+def port_range() -> tuple[int, int]:
+    """PAI's port range from a random place in it: runs started side by side (and a platform on
+    the same machine) then seldom try the same ports first, so that tasks seldom lose a port
+    to another run's task between its allocation and their binding it."""
+    start, end = DEFAULT_PORT_RANGE
+    return random.randrange(start, end - PORTS_KEPT), end
+
+
 class LocalRun:
     """Runs `plan` with `executor` until the job ends; `stop()` (from a signal handler, say)
     stops it with every task's grace period, as `pai stop` would."""
@@ -87,7 +98,7 @@ class LocalRun:
         self._relay = relay
         self._prepare = prepare
         self._exit_specs = exit_specs or ExitSpecSource()
-        self._ports = PortAllocator()
+        self._ports = PortAllocator(*port_range())
         self._stop = threading.Event()
         self._keys: dict[str, tuple[fw.TaskKey, int]] = {}
         """Each launched key's task and the task's attempt."""
