@@ -48,14 +48,17 @@ class ShellInput:
     def __call__(self, launch: TaskLaunch) -> TaskLaunch:
         pipe = launch.working_dir / INPUT_PIPE
         launch.working_dir.mkdir(parents=True, exist_ok=True)
-        os.mkfifo(pipe, 0o600)
+        os.mkfifo(pipe)
+        in_container = launch.isolation == CONTAINER
+        # The image may run as any user; its working directory keeps others out already.
+        os.chmod(pipe, 0o666 if in_container else 0o600)
         if self._task_user is not None:
             os.chown(pipe, self._task_user.uid, self._task_user.gid)
         script = build_task_script(
             [shell_command(pipe, interactive=self._interactive)],
             runtime_plugins_for_role(self._spec, launch.role),
             self._secrets,
-            in_container=launch.isolation == CONTAINER,
+            in_container=in_container,
         )
         threading.Thread(
             target=feed, args=(pipe, self._source), name="shell input", daemon=True
