@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from job_helpers import FULL_JOB, job
 
-from pai.protocol import parse_job, render_commands, render_text
+from pai.protocol import parse_job, render_commands, render_text, secret_names
 
 SCOPED_JOB = job(
     """\
@@ -160,3 +160,8 @@ def test_an_unknown_role_is_a_key_error() -> None:
 
     with pytest.raises(KeyError, match="no task role named 'ghost'"):
         render_commands(spec, "ghost")
+
+
+def test_secret_names_are_those_the_text_refers_to() -> None:
+    text = "<% $secrets.user %>:<%$secrets.pass%> <% $secrets.keys[0] %> <% $parameters.user %>"
+    assert secret_names(text) == {"user", "pass", "keys"}

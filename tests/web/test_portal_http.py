@@ -159,6 +159,14 @@ def test_parameters_typed_in_the_fields_replace_the_declared_ones(
     assert len(config.splitlines()) == len(text.splitlines())
 
 
+def test_the_submit_page_suggests_trying_the_job_here_first(
+    portal: RunningServer, alice: Credentials
+) -> None:
+    page = Visitor(portal, alice).client.get("/submit")
+    assert page.status_code == 200
+    assert "Try it first with <code>pai run job.yaml</code>" in page.text
+
+
 def test_a_clone_shows_secrets_masked_and_asks_for_them_again(
     portal: RunningServer, alice: Credentials, bob: Credentials, alice_api: httpx.Client
 ) -> None:

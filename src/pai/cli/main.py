@@ -43,6 +43,12 @@ COMMANDS = (
         "Check job files: print every problem as FILE:LINE:COL: field: message.",
     ),
     LazyCommand(
+        "run",
+        "pai.cli.run:run",
+        JOB_FILES,
+        "Run a job file here, every task as a node of PAI would: no server, no login.",
+    ),
+    LazyCommand(
         "protocol",
         "pai.cli.validate:protocol_app",
         JOB_FILES,

@@ -51,7 +51,7 @@ def submit(
     Problems are printed as FILE:LINE:COL: field: message, like `pai validate` does, and
     nothing is sent. With --wait, the exit code says how the job ended (see `pai wait`).
     """
-    text = sys.stdin.read() if file == STDIN else _read(file)
+    text = sys.stdin.read() if file == STDIN else read_text_file(file)
     parameters = key_values(parameter or [], "--parameter")
     try:
         parse_job(text)
@@ -78,7 +78,8 @@ def submit(
         raise typer.Exit(wait_for(client, submitted.name, timeout, poll, as_json))
 
 
-def _read(file: str) -> str:
+def read_text_file(file: str) -> str:
+    """A job (or other) file's text; a file that cannot be read is an InvalidArgumentError."""
     try:
         with open(file, encoding="utf-8") as stream:
             return stream.read()

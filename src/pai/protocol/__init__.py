@@ -35,7 +35,13 @@ from pai.protocol.prerequisites import (
     PrerequisiteType,
     ScriptPrerequisite,
 )
-from pai.protocol.render import render_commands, render_text, rendered_job_dict, substitute_secrets
+from pai.protocol.render import (
+    render_commands,
+    render_text,
+    rendered_job_dict,
+    secret_names,
+    substitute_secrets,
+)
 from pai.protocol.schema import job_json_schema
 from pai.protocol.taskrole import Completion, ExtraContainerOptions, ResourcePerInstance, TaskRole
 from pai.protocol.yaml_tree import (
@@ -88,5 +94,6 @@ __all__ = [
     "render_text",
     "rendered_job_dict",
     "runtime_plugins_for_role",
+    "secret_names",
     "substitute_secrets",
 ]

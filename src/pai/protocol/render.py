@@ -134,6 +134,16 @@ def substitute_secrets(text: str, secrets: Mapping[str, Any]) -> str:
     return _substitute(text, {"secrets": secrets}, unresolved)
 
 
+def secret_names(text: str) -> set[str]:
+    """The names of the secrets `text` refers to (`<% $secrets.name %>`)."""
+    names = set()
+    for match in _REFERENCE.finditer(text):
+        parts = _parts(match.group(1))
+        if parts[0] == "secrets" and len(parts) > 1:
+            names.add(parts[1])
+    return names
+
+
 def rendered_job_dict(spec: JobSpec) -> dict[str, Any]:
     """The job as it is stored: OpenPAI JSON with secret values masked and every role's
     `commands` final (`render_commands`), so the chosen deployment is already applied and
