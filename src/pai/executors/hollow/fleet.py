@@ -64,7 +64,7 @@ class HollowFleet:
         self._agents: dict[str, HollowAgent] = {}
         self._condition = threading.Condition()
         self._queue: deque[tuple[HollowAgent, str, tuple[Any, ...], Handler]] = deque()
-        self._failed: list[tuple[Handler, Any]] = []  # calls lost to silence, answered later
+        self._failed: list[tuple[Handler, Any]] = []  # calls lost to silence, as answered
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._silent: dict[str, list[Handler]] = {}  # silent nodes, with the calls they missed
@@ -96,8 +96,8 @@ class HollowFleet:
             if not self._queue and not self._failed:
                 self._condition.wait(timeout)
             calls, self._queue = self._queue, deque()
-            answered, self._failed = self._failed, []
         self._run_due_timers()
+        answered, self._failed = self._failed, []
         for agent, method, args, handler in calls:
             missed = self._silent.get(agent.node)
             if missed is not None:
