@@ -179,16 +179,20 @@ class HollowAgent:
     def _ran_out(self, task: _Task) -> None:
         if task.result is None and self._tasks.get(task.launch.key) is task:
             code = task.plan.exit_code
-            self._end(task, self._spec.classify(code))
+            self._end(task, self._spec.classify(code), f"its command exited with {code}")
 
     def _stop(self, task: _Task, reason: KillReason) -> None:
         if task.result is None:
             message = f"stopped by the platform: {reason.name.lower().replace('_', ' ')}"
-            self._end(task, self._spec.for_code(reason.exit_code, diagnostics=(message,)))
+            classification = self._spec.for_code(reason.exit_code, diagnostics=(message,))
+            self._end(task, classification, message)
 
-    def _end(self, task: _Task, classification: Classification) -> None:
+    def _end(self, task: _Task, classification: Classification, why: str) -> None:
+        """The task's end: why in its runtime log, then its result."""
         task.result = TaskResult(classification, task.started_at, utc_now(), ISOLATION)
         key = task.launch.key
+        note = f"[pai] {why}; exit code {classification.code} ({classification.phrase})\n"
+        self._number(LogChunk(key, LogStream.RUNTIME, note.encode()))
         self._number(TaskEvent(key, TaskEventKind.FINISHED, task.result.finished_at, task.result))
 
     def _reached(self) -> None:
