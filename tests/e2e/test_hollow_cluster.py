@@ -23,7 +23,9 @@ NODES = 50
 WAIT_SECONDS = 30.0
 
 
-def hollow_job(name: str, command: str, *, instances: int = 1, gpus: int = 1) -> str:
+def hollow_job(
+    name: str, command: str, *, instances: int = 1, gpus: int = 1, extras: str = ""
+) -> str:
     return (
         f"protocolVersion: 2\nname: {name}\ntype: job\n"
         "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
@@ -31,7 +33,7 @@ def hollow_job(name: str, command: str, *, instances: int = 1, gpus: int = 1) ->
         f"    instances: {instances}\n    dockerImage: image\n"
         f"    resourcePerInstance: {{cpu: {gpus or 1}, memoryMB: 1024, gpu: {gpus}}}\n"
         f"    commands:\n      - {command}\n"
-        "extras: {podGracefulDeletionTimeoutSec: 0}\n"
+        f"extras: {{podGracefulDeletionTimeoutSec: 0{extras}}}\n"
     )
 
 
@@ -105,6 +107,31 @@ def test_a_gang_of_whole_nodes_places_on_as_many_hosts_and_stops(hollow: Client)
     assert {task.container_exit_code for _, task in stopped.tasks()} == {
         ExitCode.STOP_FRAMEWORK_REQUESTED
     }
+
+
+def test_a_higher_priority_job_preempts_a_task_of_a_full_cluster(hollow: Client) -> None:
+    every_node = ", gangAllocation: false"
+    hollow.submit(hollow_job("filler", "sleep 1h", instances=NODES, gpus=8, extras=every_node))
+    wait_until(
+        "the cluster full",
+        lambda: all(task.task_state == "RUNNING" for _, task in hollow.job("filler").tasks()),
+    )
+    urgent = ", hivedScheduler: {jobPriorityClass: prod}"
+    hollow.submit(hollow_job("urgent", "sleep 1h", gpus=8, extras=urgent))
+    job = wait_until(
+        "the urgent job running",
+        lambda: (found := hollow.job("urgent")).state == "RUNNING" and found,
+    )
+    (_, task) = job.tasks()[0]
+    filler = hollow.job("filler").tasks()
+    assert sum(t.task_state == "RUNNING" for _, t in filler) == NODES - 1
+    displaced = next(index for index, (_, t) in enumerate(filler) if t.task_state != "RUNNING")
+    attempts = hollow.task_attempts("filler", "main", displaced).attempts
+    assert attempts[0].container_node_name == task.container_node_name
+    assert attempts[0].container_exit_code == ExitCode.POD_EXTERNAL_DELETED
+    for name in ("urgent", "filler"):
+        hollow.stop(name)
+        assert hollow.wait(name, timeout=WAIT_SECONDS, poll=0.2).state == "STOPPED"
 
 
 @pytest.mark.slow
