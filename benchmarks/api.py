@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -197,10 +197,15 @@ def free_port() -> int:
 
 @contextmanager
 def platform(
-    home: Path, database_url: str, api_workers: int
+    home: Path,
+    database_url: str,
+    api_workers: int,
+    controller_options: Sequence[str] = ("--cluster", str(CLUSTER)),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[str, dict[str, subprocess.Popen[bytes]]]]:
-    """A controller and `api_workers` API workers, each `pai serve` in processes of their own,
-    on one home and database; yields the API's URL and the two `pai serve` processes."""
+    """A controller (with `controller_options`) and `api_workers` API workers, each `pai serve`
+    in processes of their own, on one home and database, with the settings `env` besides;
+    yields the API's URL and the two `pai serve` processes."""
     pai = str(Path(sys.executable).with_name("pai"))
     environment = {
         **os.environ,
@@ -209,10 +214,11 @@ def platform(
         "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "PAI_SUBMISSION_RATE_LIMIT": str(10**9),
         "PAI_LOGIN_RATE_LIMIT": str(10**6),
+        **(env or {}),
     }
     controller_port, api_port = free_port(), free_port()
     commands = [
-        [pai, "serve", "controller", "--port", str(controller_port), "--cluster", str(CLUSTER)],
+        [pai, "serve", "controller", "--port", str(controller_port), *controller_options],
         [pai, "serve", "api", "--port", str(api_port), "--workers", str(api_workers)],
     ]
     processes: dict[str, subprocess.Popen[bytes]] = {}

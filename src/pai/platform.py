@@ -1,7 +1,7 @@
 """The composition root: the platform in one process (the API and the portal, the controller
-and the engine that runs tasks: processes on this machine, or a Ray cluster), as `pai up` and
-`pai serve controller` start it (and the tests start it on a free port); and an API worker
-without a controller, as `pai serve api` starts it."""
+and the engine that runs tasks: processes on this machine, a Ray cluster, or hollow nodes), as
+`pai up` and `pai serve controller` start it (and the tests start it on a free port); and an
+API worker without a controller, as `pai serve api` starts it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pai.auth.secret import load_secret_key
 from pai.cluster.model import ClusterConfig
 from pai.errors import ConfigurationError
 from pai.executors.base import Executor
+from pai.executors.hollow.executor import HollowExecutor
 from pai.executors.local import LocalExecutor
 from pai.executors.node.taskfiles import SupervisorConfig
 from pai.marketplace.builtin import ensure_builtin_items
@@ -63,6 +64,8 @@ def open_engine(
 ) -> Engine:
     if settings.engine == "ray":
         return _ray_engine(settings, cluster, exit_specs, store_id(database))
+    if settings.engine == "hollow":
+        return _hollow_engine(settings, cluster, exit_specs, store_id(database))
     local = LocalExecutor(
         settings.home / "executor",
         config=supervisor_config(settings, cluster),
@@ -107,6 +110,23 @@ def _ray_engine(
         node_timeout=settings.ray_node_timeout,
     )
     # Ports are on other machines: the task's supervisor checks them when the task starts.
+    return Engine(executor, PortAllocator(probe=None), close=executor.close)
+
+
+def _hollow_engine(
+    settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource, store: str
+) -> Engine:
+    executor = HollowExecutor(
+        cluster,
+        settings.home / "executor" / "hollow",
+        store_id=store,
+        config=supervisor_config(settings, cluster),
+        exit_specs=exit_specs,
+        node_timeout=settings.ray_node_timeout,
+        loss=settings.hollow_loss,
+        loss_every=settings.hollow_loss_every,
+    )
+    # No port is probed: the nodes are not this machine.
     return Engine(executor, PortAllocator(probe=None), close=executor.close)
 
 

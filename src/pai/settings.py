@@ -16,10 +16,18 @@ tests (and several servers in one process) can run side by side with different c
 - `PAI_TRUSTED_PROXIES`: reverse proxies (addresses or networks, comma-separated) whose
   `X-Forwarded-For` names the client; none.
 - `PAI_LOG_LEVEL`: DEBUG, INFO, WARNING or ERROR; INFO.
-- `PAI_ENGINE`: where tasks run: `local` (processes on this machine, the default) or `ray` (the
-  machines of a Ray cluster, see docs/deploy.md).
+- `PAI_ENGINE`: where tasks run: `local` (processes on this machine, the default), `ray` (the
+  machines of a Ray cluster, see docs/deploy.md) or `hollow` (emulated nodes that run nothing,
+  to see the control plane at a cluster's size; see `pai.executors.hollow`).
 - `PAI_RAY_ADDRESS`: the Ray cluster's head, `HOST:PORT` (required with `PAI_ENGINE=ray`).
 - `PAI_RAY_NAMESPACE`: Ray namespace of PAI's agents; `pai`.
+- `PAI_RAY_NODE_TIMEOUT`: seconds a node's agent may go without the control plane before it
+  stops its tasks, which are then retried elsewhere (Ray and hollow nodes); 30.
+- `PAI_HOLLOW_NODES`: how many hollow nodes, without a cluster file (with one: its nodes).
+- `PAI_HOLLOW_GPUS`, `PAI_HOLLOW_CPUS`, `PAI_HOLLOW_MEMORY_GB`: the size of each hollow node;
+  8 GPUs, 8 CPUs and 64 GiB per GPU.
+- `PAI_HOLLOW_LOSS`: the share of hollow nodes (0-1) that goes silent at a time, as behind a
+  cut network, every `PAI_HOLLOW_LOSS_EVERY` seconds (60) for as long; 0.
 - `PAI_RAY_NODE_DIR`: absolute directory on every Ray node for PAI's agent state and the tasks'
   working and log directories; `/tmp/pai-node`.
 - `PAI_MAX_UPLOAD_BYTES`: the largest file a user may upload to a storage; 107374182400 (100 GiB).
@@ -74,7 +82,7 @@ from pai.scheduler.pai import POLICIES as SCHEDULER_POLICIES
 MIN_SECRET_KEY_LENGTH = 32
 MIN_PASSWORD_LENGTH = 6
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-ENGINES = ("local", "ray")
+ENGINES = ("local", "ray", "hollow")
 DEFAULT_RAY_NODE_DIR = Path("/tmp/pai-node")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -103,6 +111,13 @@ class Settings:
     ray_node_timeout: float = 30.0
     """How long a Ray node's agent may go without the control plane before it stops its tasks;
     the control plane retries them elsewhere once this and their grace period have passed."""
+    hollow_nodes: int = 0
+    """Hollow nodes to emulate without a cluster file (0: the cluster file's nodes)."""
+    hollow_gpus: int = 8
+    hollow_cpus: int | None = None
+    hollow_memory_gb: int | None = None
+    hollow_loss: float = 0.0
+    hollow_loss_every: float = 60.0
     max_upload_bytes: int = 100 * 1024**3
     monitor_interval: float = 5.0
     monitor_retention_days: int = 7
@@ -180,6 +195,7 @@ class Settings:
                 "PAI_RAY_ADDRESS: the Ray engine needs the address of the Ray cluster's head, "
                 "HOST:PORT (as `ray start --head` printed it)"
             )
+        self._check_hollow()
         if not 0.1 <= self.monitor_interval <= 3600:
             raise ConfigurationError(
                 f"PAI_MONITOR_INTERVAL: must be between 0.1 and 3600 seconds, "
@@ -210,6 +226,21 @@ class Settings:
                 f"got {str(self.ray_node_dir)!r}"
             )
 
+    def _check_hollow(self) -> None:
+        if self.hollow_nodes < 0:
+            raise ConfigurationError(
+                f"PAI_HOLLOW_NODES: must be a number of nodes >= 0, got {self.hollow_nodes}"
+            )
+        if not 0 <= self.hollow_loss <= 1:
+            raise ConfigurationError(
+                f"PAI_HOLLOW_LOSS: must be a share of the nodes, 0 to 1, got {self.hollow_loss:g}"
+            )
+        if not 1 <= self.hollow_loss_every <= 86400:
+            raise ConfigurationError(
+                "PAI_HOLLOW_LOSS_EVERY: must be between 1 and 86400 seconds, "
+                f"got {self.hollow_loss_every:g}"
+            )
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read the `PAI_*` variables; a malformed value raises `ConfigurationError` naming it."""
@@ -230,6 +261,12 @@ class Settings:
             ray_namespace=env.get("PAI_RAY_NAMESPACE") or cls.ray_namespace,
             ray_node_dir=Path(env.get("PAI_RAY_NODE_DIR") or DEFAULT_RAY_NODE_DIR),
             ray_node_timeout=_float(env, "PAI_RAY_NODE_TIMEOUT", cls.ray_node_timeout),
+            hollow_nodes=_int(env, "PAI_HOLLOW_NODES", cls.hollow_nodes),
+            hollow_gpus=_int(env, "PAI_HOLLOW_GPUS", cls.hollow_gpus),
+            hollow_cpus=_optional_int(env, "PAI_HOLLOW_CPUS"),
+            hollow_memory_gb=_optional_int(env, "PAI_HOLLOW_MEMORY_GB"),
+            hollow_loss=_float(env, "PAI_HOLLOW_LOSS", cls.hollow_loss),
+            hollow_loss_every=_float(env, "PAI_HOLLOW_LOSS_EVERY", cls.hollow_loss_every),
             max_upload_bytes=_int(env, "PAI_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
             monitor_interval=_float(env, "PAI_MONITOR_INTERVAL", cls.monitor_interval),
             controller_lease_seconds=_float(
@@ -266,6 +303,10 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigurationError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    return _int(env, name, 0) if env.get(name) else None
 
 
 def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:

@@ -53,6 +53,30 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert settings.public_url == "https://pai.example.com"
 
 
+def test_the_hollow_engine_is_set_from_its_variables(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "PAI_HOME": str(tmp_path),
+            "PAI_ENGINE": "hollow",
+            "PAI_HOLLOW_NODES": "5000",
+            "PAI_HOLLOW_GPUS": "4",
+            "PAI_HOLLOW_CPUS": "64",
+            "PAI_HOLLOW_MEMORY_GB": "512",
+            "PAI_HOLLOW_LOSS": "0.01",
+            "PAI_HOLLOW_LOSS_EVERY": "120",
+        }
+    )
+    assert (settings.engine, settings.hollow_nodes, settings.hollow_gpus) == ("hollow", 5000, 4)
+    assert (settings.hollow_cpus, settings.hollow_memory_gb) == (64, 512)
+    assert (settings.hollow_loss, settings.hollow_loss_every) == (0.01, 120)
+    defaults = Settings.from_env({"PAI_HOME": str(tmp_path)})
+    assert (defaults.hollow_cpus, defaults.hollow_memory_gb, defaults.hollow_loss) == (
+        None,
+        None,
+        0,
+    )
+
+
 def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {"PAI_HOME": str(tmp_path), "PAI_ADMIN_PASSWORD": "initial-pw", "PAI_SECRET_KEY": "s" * 32}
@@ -70,7 +94,7 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
         ("PAI_ADMIN_PASSWORD", "abc", "PAI_ADMIN_PASSWORD: must be at least 6 characters"),
         ("PAI_SECRET_KEY", "short", "PAI_SECRET_KEY: must be at least 32 characters"),
         ("PAI_LOG_LEVEL", "loud", "PAI_LOG_LEVEL: must be one of"),
-        ("PAI_ENGINE", "slurm", "PAI_ENGINE: must be one of local, ray, got 'slurm'"),
+        ("PAI_ENGINE", "slurm", "PAI_ENGINE: must be one of local, ray, hollow, got 'slurm'"),
         ("PAI_ENGINE", "ray", "PAI_RAY_ADDRESS: the Ray engine needs the address"),
         ("PAI_RAY_NODE_DIR", "pai-node", "PAI_RAY_NODE_DIR: must be an absolute path"),
         ("PAI_RAY_NODE_TIMEOUT", "0.5", "PAI_RAY_NODE_TIMEOUT: must be between 1 and 3600"),
@@ -79,6 +103,10 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
             "10.0.0.5, proxy.example",
             "PAI_TRUSTED_PROXIES: 'proxy.example' is not an IP address or network",
         ),
+        ("PAI_HOLLOW_NODES", "-1", "PAI_HOLLOW_NODES: must be a number of nodes >= 0"),
+        ("PAI_HOLLOW_CPUS", "lots", "PAI_HOLLOW_CPUS: expected an integer, got 'lots'"),
+        ("PAI_HOLLOW_LOSS", "1.5", "PAI_HOLLOW_LOSS: must be a share of the nodes, 0 to 1"),
+        ("PAI_HOLLOW_LOSS_EVERY", "0", "PAI_HOLLOW_LOSS_EVERY: must be between 1 and 86400"),
         ("PAI_MONITOR_INTERVAL", "often", "PAI_MONITOR_INTERVAL: expected a number, got 'often'"),
         ("PAI_MONITOR_INTERVAL", "0", "PAI_MONITOR_INTERVAL: must be between 0.1 and 3600"),
         ("PAI_MONITOR_RETENTION_DAYS", "0", "PAI_MONITOR_RETENTION_DAYS: must be a positive"),

@@ -56,7 +56,9 @@ def controller(
     cluster: Annotated[
         Path | None, typer.Option(help="Cluster file (HiveD format); default as for `pai up`.")
     ] = None,
-    engine: Annotated[str | None, typer.Option(help="'local' or 'ray' (see `pai up`).")] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="'local', 'ray' or 'hollow' (see `pai up`).")
+    ] = None,
     ray_address: Annotated[str | None, typer.Option(help="The Ray cluster's head.")] = None,
 ) -> None:
     """Run the controller: it schedules and drives the engine while it holds the controller

@@ -23,6 +23,7 @@ from pai.cluster import ClusterConfigError, cluster_from_file, detect_local_clus
 from pai.cluster.model import ClusterConfig
 from pai.diskfloor import room
 from pai.errors import ConfigurationError
+from pai.executors.hollow.cluster import hollow_cluster
 from pai.executors.isolation.policy import IsolationError, resolve
 from pai.executors.ray.nodes import (
     RayNode,
@@ -60,8 +61,9 @@ def up(
     engine: Annotated[
         str | None,
         typer.Option(
-            help="Where tasks run: 'local' (processes on this machine) or 'ray' (the machines "
-            "of a Ray cluster). Default: $PAI_ENGINE, else local."
+            help="Where tasks run: 'local' (processes on this machine), 'ray' (the machines "
+            "of a Ray cluster) or 'hollow' (emulated nodes that run nothing, see "
+            "--hollow-nodes). Default: $PAI_ENGINE, else local."
         ),
     ] = None,
     ray_address: Annotated[
@@ -74,6 +76,47 @@ def up(
             help="With --engine ray: write the cluster file that describes Ray's live nodes "
             "here, to start a cluster file of your own from (`pai up` also prints it when it "
             "runs without one)."
+        ),
+    ] = None,
+    hollow_nodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="With --engine hollow: emulate this many nodes (hollow-00001, ...; default: "
+            "$PAI_HOLLOW_NODES), unless --cluster names them.",
+        ),
+    ] = None,
+    hollow_gpus: Annotated[
+        int | None, typer.Option(min=0, show_default=False, help="GPUs of each hollow node (8).")
+    ] = None,
+    hollow_cpus: Annotated[
+        int | None,
+        typer.Option(min=1, show_default=False, help="CPUs of each hollow node (8 per GPU)."),
+    ] = None,
+    hollow_memory_gb: Annotated[
+        int | None,
+        typer.Option(
+            min=1, show_default=False, help="Memory of each hollow node, GiB (64 per GPU)."
+        ),
+    ] = None,
+    hollow_loss: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            show_default=False,
+            help="Share of hollow nodes that goes silent at a time, as behind a cut network "
+            "(0: none).",
+        ),
+    ] = None,
+    hollow_loss_every: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="Seconds between two draws of silent hollow nodes, and how long each stays "
+            "silent (60).",
         ),
     ] = None,
     api_workers: Annotated[
@@ -92,8 +135,22 @@ def up(
     Ctrl-C stops the platform; running tasks keep running and the next `pai up` with the
     same home picks them up again.
     """
+    hollow = {
+        "hollow_nodes": hollow_nodes,
+        "hollow_gpus": hollow_gpus,
+        "hollow_cpus": hollow_cpus,
+        "hollow_memory_gb": hollow_memory_gb,
+        "hollow_loss": hollow_loss,
+        "hollow_loss_every": hollow_loss_every,
+    }
     settings, chosen, ray_nodes = prepare_controller(
-        home, host, port, cluster, engine=engine, ray_address=ray_address
+        home,
+        host,
+        port,
+        cluster,
+        engine=engine,
+        ray_address=ray_address,
+        **{name: None if value is None else str(value) for name, value in hollow.items()},
     )
     if api_workers is None:
         api_workers = default_api_workers(len(os.sched_getaffinity(0)))
@@ -192,13 +249,16 @@ def prepare_controller(
     *,
     engine: str | None,
     ray_address: str | None,
+    **hollow: str | None,
 ) -> tuple[Settings, ClusterConfig, list[RayNode] | None]:
     """What a controller starts with: its settings, its cluster and Ray's nodes (with the Ray
     engine); a problem is printed in one sentence and ends the command."""
     try:
-        settings = load_settings(home, engine=engine, ray_address=ray_address)
+        settings = load_settings(home, engine=engine, ray_address=ray_address, **hollow)
         check_port_free(host, port)
         ray_nodes = join_ray(settings, console) if settings.engine == "ray" else None
+        if settings.engine == "hollow":
+            return settings, choose_hollow_cluster(settings, cluster), None
         return settings, choose_cluster(settings.home, cluster, ray_nodes), ray_nodes
     except (ConfigurationError, ClusterConfigError, OSError, ValueError) as problem:
         console.print(f"[red]error:[/red] {problem}")
@@ -253,6 +313,25 @@ def choose_cluster(
     return detect_local_cluster()
 
 
+def choose_hollow_cluster(settings: Settings, given: Path | None) -> ClusterConfig:
+    """The cluster file given (every node of it hollow), else `settings.hollow_nodes` hollow
+    nodes of the size the settings say (a kept cluster file is not used: the hollow engine's
+    size is what each start asks for)."""
+    if given is not None:
+        return choose_cluster(settings.home, given, None)
+    if not settings.hollow_nodes:
+        raise ConfigurationError(
+            "--engine hollow needs --hollow-nodes N (or PAI_HOLLOW_NODES), or a cluster file "
+            "whose nodes it emulates (--cluster)"
+        )
+    return hollow_cluster(
+        settings.hollow_nodes,
+        gpus=settings.hollow_gpus,
+        cpus=settings.hollow_cpus,
+        memory_gb=settings.hollow_memory_gb,
+    )
+
+
 def ray_nodes_table(cluster: ClusterConfig, ray_nodes: list[RayNode]) -> Table:
     """Each node of the cluster file against Ray's: what PAI may use, and why not."""
     table = Table(title="Nodes in the Ray cluster", show_edge=False)
@@ -288,7 +367,20 @@ def check_port_free(host: str, port: int) -> None:
 def _engine_line(settings: Settings) -> str:
     if settings.engine == "ray":
         return f"ray, cluster at {settings.ray_address}, node directory {settings.ray_node_dir}"
+    if settings.engine == "hollow":
+        loss = (
+            f", {settings.hollow_loss:.0%} of them silent at a time" if settings.hollow_loss else ""
+        )
+        return f"hollow (emulated nodes that run nothing{loss})"
     return "local (tasks run on this machine)"
+
+
+def _nodes_line(cluster: ClusterConfig, most: int = 8) -> str:
+    """The nodes, or the first and last of them when they are more than `most`."""
+    named = [f"{node.name} ({node.address})" for node in cluster.nodes]
+    if len(named) <= most:
+        return ", ".join(named)
+    return f"{len(named)} nodes: {', '.join(named[: most - 1])}, ..., {named[-1]}"
 
 
 def _tasks_line(settings: Settings) -> str:
@@ -296,6 +388,8 @@ def _tasks_line(settings: Settings) -> str:
     policy = settings.isolation_policy
     if settings.engine == "ray":
         return f"isolation {policy.mode} on every node (`pai cluster` shows each node's)"
+    if settings.engine == "hollow":
+        return "nothing runs: a task lasts as its first `sleep` says, then ends with its `exit`"
     try:
         return resolve(policy).describe()
     except IsolationError as error:
@@ -329,7 +423,7 @@ def _announce(
     console.print(f"  room:    {home_room.describe()}", style="red" if home_room.short else None)
     console.print(f"  engine:  {_engine_line(settings)}")
     console.print(f"  tasks:   {_tasks_line(settings)}")
-    console.print(f"  nodes:   {', '.join(f'{n.name} ({n.address})' for n in cluster.nodes)}")
+    console.print(f"  nodes:   {_nodes_line(cluster)}")
     console.print(f"  api:     {_api_line(api_workers)}")
     console.print(f"  log:     {log_path}")
     console.print(f"  metrics: {url}/metrics (open to this machine; see docs/monitoring.md)")

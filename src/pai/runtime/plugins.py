@@ -43,6 +43,9 @@ from pai.runtime.interactive import (
     tensorboard_commands,
 )
 
+COMMANDS_OPENING = "# the task role's commands\n("
+COMMANDS_CLOSING = ")\npai_exit_code=$?"
+"""What encloses the role's commands in a task script (the hollow engine reads them out)."""
 DEFAULT_GIT_CLONE_DIR = '"${PAI_WORK_DIR:-$PWD}/code"'
 
 
@@ -204,17 +207,26 @@ def build_task_script(
     for number, name, policy, added in contributions:
         sections += _guarded(added.pre, f"runtime plugin #{number} ({name}) pre-commands", policy)
     sections += [
-        "# the task role's commands",
-        "(",
+        COMMANDS_OPENING,
         *(substitute_secrets(command, secrets) for command in commands),
-        ")",
-        "pai_exit_code=$?",
+        COMMANDS_CLOSING,
         'if [ "$pai_exit_code" -ne 0 ]; then exit "$pai_exit_code"; fi',
     ]
     for number, name, policy, added in reversed(contributions):
         sections += _guarded(added.post, f"runtime plugin #{number} ({name}) post-commands", policy)
     sections.append("exit 0")
     return "\n".join(sections) + "\n"
+
+
+def role_commands(script: str) -> str:
+    """The task role's commands inside a script that `build_task_script` built (the whole
+    script when it was not)."""
+    start = script.find(COMMANDS_OPENING + "\n")
+    if start < 0:
+        return script
+    start += len(COMMANDS_OPENING) + 1
+    end = script.rfind("\n" + COMMANDS_CLOSING)
+    return script[start:end] if end >= start else script[start:]
 
 
 def _guarded(commands: Sequence[str], what: str, policy: FailurePolicy) -> list[str]:

@@ -11,7 +11,8 @@ node's tasks, numbered, a task's output after its start and before its end. What
 is dropped only once the next poll acknowledges it, so a reply lost on the way is sent again:
 nothing is lost or applied twice. New output is read only when everything before it was
 acknowledged, so an agent that nobody polls holds no more than one reply's worth. This module
-does not import Ray: the control plane turns the class into an actor (see `.executor`).
+does not import Ray: the control plane turns the class into an actor (see `.executor`); what
+it answers is in `pai.executors.agents.wire`.
 
 Fencing: the agent notes when the control plane last reached it. Once that is longer ago than
 the node timeout (a cut network, or a control plane down that long), it stops its tasks as a
@@ -28,24 +29,22 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pai import __version__
+from pai.executors.agents.wire import AgentInfo, Item, LogChunk, Recovery, Report
 from pai.executors.base import (
     KillReason,
     LogStream,
-    TaskEvent,
     TaskEventKind,
     TaskLaunch,
     TaskPhase,
-    TaskStatus,
 )
 from pai.executors.local import LocalExecutor
 from pai.executors.node.logfiles import LogReader, previous_segment
 from pai.executors.node.taskfiles import ProcessIdentity, SupervisorConfig
-from pai.executors.node.usage import Usage
 from pai.runtime.exitspec import ExitSpecSource
 
 log = logging.getLogger(__name__)
@@ -63,52 +62,6 @@ RESUME_NOTE = (
     "[pai] the control plane restarted while this task ran, after its log had rotated: "
     "output written meanwhile may be missing here from this point\n"
 )
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    """Output of one stream of a task, in the order it was written."""
-
-    key: str
-    stream: LogStream
-    data: bytes
-
-
-Item = LogChunk | TaskEvent
-
-
-@dataclass(frozen=True)
-class AgentInfo:
-    node: str
-    incarnation: str
-    """New each time the actor starts: a new one means it restarted and lost what it held."""
-    version: str
-    root: str
-    isolation: str
-    """What separates tasks from this node ("container" or "host"), as it decided."""
-    problem: str | None = None
-    """Why the node takes no tasks (containers required, and it has no runtime)."""
-
-
-@dataclass(frozen=True)
-class Report:
-    incarnation: str
-    items: tuple[tuple[int, Item], ...]
-    usage: Usage | None = None
-    """What the node and its tasks used, when a sample was due (not numbered: a lost one is
-    not worth sending again)."""
-    disk_problem: str | None = None
-    """Why no task may start on the node for now: its disk under PAI's floor, or its container
-    runtime unable to start a container (None while tasks may start)."""
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """The node's task attempts, and the rest of the output of those the control plane asked
-    to resume that have finished."""
-
-    statuses: tuple[TaskStatus, ...]
-    chunks: tuple[LogChunk, ...]
 
 
 class NodeAgent:

@@ -1,20 +1,11 @@
-"""`RayExecutor`: the control plane's side of the Ray engine.
+"""The Ray engine's fleet: PAI's agents as detached Ray actors, one pinned to each node.
 
-It keeps one link per node of the cluster file. A node is usable once Ray has a live node with
-its address (or name), as large as the cluster file says, and PAI's agent runs on it: a detached
-actor named after the store, the node and its Ray node id, pinned there with hard node affinity.
-Launches and stops go to the agent at once (Ray runs one caller's calls to an actor in order); a
-background thread polls every agent for its tasks' events and output, keeps a copy of every log
-(`LogMirror`), and watches Ray's node list. After a control-plane restart `recover()` finds the
-agents by name and resumes from what they report.
-
-Losing a node. An agent that leaves a call unanswered for `poll_timeout` makes its node
-"unreachable since" its last answer, at once, long before Ray notices a cut network. Its tasks
-are given up (ended with the retryable code of a lost node, so the controller retries them
-elsewhere) only once the node timeout and the task's grace period have passed since that last
-answer, whether Ray has declared the node dead meanwhile or not: by then the agent, which has
-not heard from the control plane for as long, has stopped them (see `.agent`), so two runs of a
-task never overlap. A node is usable again when its agent answers, or when it rejoins Ray.
+An agent is a detached actor named after the store, the node and its Ray node id, pinned there
+with hard node affinity, so a restarted control plane finds it again by name. Ray runs one
+caller's calls to an actor in order, which is what `AgentExecutor` needs of a fleet; its
+answers come back as Ray futures. A cluster-file node is a live Ray node with its address (or
+name), as large as the cluster file says (`.nodes`). `RayExecutor` is `AgentExecutor` over
+this fleet; `connect()` first.
 """
 
 from __future__ import annotations
@@ -22,55 +13,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pai import __version__
 from pai.cluster.model import ClusterConfig
-from pai.executors.base import (
-    ExecutorError,
-    KillReason,
-    LogStream,
-    NodeCondition,
-    NodeState,
-    TaskEvent,
-    TaskEventKind,
-    TaskLaunch,
-    TaskPhase,
-    TaskResult,
-    TaskStatus,
-    UnknownTaskError,
-    check_task_key,
+from pai.executors.agents.executor import (
+    DEFAULT_NODE_TIMEOUT,
+    DEFAULT_POLL_TIMEOUT,
+    AgentExecutor,
 )
-from pai.executors.isolation.policy import HOST
-from pai.executors.node.taskfiles import SupervisorConfig, utc_now
-from pai.executors.node.usage import Usage
-from pai.executors.ray.agent import AgentInfo, LogChunk, NodeAgent, Recovery, Report
-from pai.executors.ray.mirror import LogMirror
+from pai.executors.agents.fleet import Handler, Member
+from pai.executors.node.taskfiles import SupervisorConfig
+from pai.executors.ray.agent import NodeAgent
 from pai.executors.ray.nodes import RayNode, match_nodes, unlisted_nodes
-from pai.runtime.classification import ExitCode
 from pai.runtime.exitspec import ExitSpecSource
 
 log = logging.getLogger(__name__)
 
 AGENT_PREFIX = "pai-agent"
-AGENT_RETRY_INTERVAL = 5.0
-USAGE_KEPT = 1000
-"""Usage reports kept for the monitor at most (older ones are dropped if nobody asks)."""
-RECOVER_TIMEOUT = 120.0
-"""How long a start waits for the agents of the live nodes (starting one takes a second or two)."""
-DEFAULT_NODE_TIMEOUT = 30.0
-"""How long a node's agent may go without the control plane before it stops its tasks."""
-DEFAULT_POLL_TIMEOUT = 3.0
-"""How long an agent may leave a call unanswered before its node is shown unreachable."""
-FENCE_MARGIN = 2.0
-"""What the give-up waits beyond an agent's stop: its checks' interval and a signal's way."""
 
 _AgentActor = ray.remote(NodeAgent)
 
@@ -101,94 +65,65 @@ def ray_nodes() -> list[RayNode]:
     return [RayNode.from_ray(info) for info in ray.nodes()]
 
 
-@dataclass
-class _Attempt:
-    """A task attempt that runs (or is being started) on a node, as far as PAI knows."""
+class RayFleet:
+    """The `Fleet` of a Ray cluster (see the module docstring)."""
 
-    node: str
-    grace: float
-    """The task's grace period between SIGTERM and SIGKILL."""
-    started_at: datetime | None = None
-    kill_reason: KillReason | None = None
-
-
-@dataclass
-class _Link:
-    """PAI's connection to one node of the cluster file and its agent."""
-
-    node: str
-    state: NodeState
-    ray_node: RayNode | None = None
-    agent: Any = None  # the actor handle, once created
-    incarnation: str | None = None
-    ready: bool = False  # recovered: takes launches and is polled
-    ack: int = 0  # the last report item applied
-    polling: bool = False
-    next_poll: float = 0.0
-    exit_spec_sent: tuple[str | None] | None = None  # (text,) once sent to this agent
-    problem: str | None = None  # why a live, large enough node still cannot be used
-    isolation: str = HOST  # what separates tasks from the node, as its agent decided
-    retry_at: float | None = None  # when to try reaching the agent again
-    disk_problem: str | None = None  # the node's disk is below PAI's floor, as its agent says
-    asked_at: float | None = None  # when the oldest call still unanswered was sent
-    last_answer: float | None = None  # when the agent last answered (monotonic), kept
-    last_answer_at: datetime | None = None  # the same, on the clock
-    unreachable: str | None = None  # why the node is shown unreachable, while it is
-
-    def usable_state(self) -> NodeState:
-        if self.unreachable is not None and self.state.condition is not NodeCondition.GONE:
-            return NodeState(self.node, NodeCondition.UNREACHABLE, self.unreachable)
-        if not self.state.usable:
-            return self.state
-        if self.problem is not None:
-            return NodeState(self.node, NodeCondition.BAD, self.problem)
-        if self.disk_problem is not None:
-            return NodeState(self.node, NodeCondition.BAD, self.disk_problem)
-        if not self.ready:
-            message = f"node {self.node} joined the Ray cluster; PAI's agent is starting on it"
-            return NodeState(self.node, NodeCondition.BAD, message)
-        return self.state
-
-    def disconnect(self) -> None:
-        """Forget the agent (the node left Ray); when it last answered is kept."""
-        self.ray_node = self.agent = self.incarnation = self.problem = None
-        self.exit_spec_sent = self.retry_at = self.disk_problem = None
-        self.asked_at = None
-        self.unreachable = None
-        self.ready = self.polling = False
-        self.ack = 0
-
-    def silent_since(self) -> datetime:
-        """When the agent last answered (now, if it never has)."""
-        return self.last_answer_at or utc_now()
-
-    def asked(self, now: float) -> None:
-        if self.asked_at is None:
-            self.asked_at = now
-
-    def answered(self) -> None:
-        self.asked_at = None
-        self.last_answer = time.monotonic()
-        self.last_answer_at = utc_now()
-        if self.unreachable is not None:
-            log.warning("node %s: its agent answers again", self.node)
-            self.unreachable = None
-
-
-class _Calls:
-    """Calls to agents whose answers are still on their way, each with what to do with it."""
-
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        *,
+        node_dir: Path,
+        store_id: str,
+        config: SupervisorConfig,
+        usage_interval: float,
+        node_timeout: float,
+    ) -> None:
+        """`node_dir`: this store's directory on every node (`<node dir>/<store id>`)."""
+        self._cluster = cluster
+        self._node_dir = node_dir
+        self._store_id = store_id
+        self._config = config
+        self._usage_interval = usage_interval
+        self._node_timeout = node_timeout
+        self._unlisted: set[str] = set()  # Ray nodes outside the cluster, named in the log
         self._lock = threading.Lock()
-        self._handlers: dict[Any, Callable[[Any], None]] = {}
+        self._handlers: dict[Any, Handler] = {}  # futures still on their way
 
-    def add(self, ref: Any, handler: Callable[[Any], None]) -> None:
+    def members(self) -> Mapping[str, Member]:
+        nodes = ray_nodes()
+        self._name_unlisted(nodes)
+        return {
+            name: Member(
+                match.state,
+                None if match.ray_node is None else match.ray_node.node_id,
+                "" if match.ray_node is None else match.ray_node.address,
+            )
+            for name, match in match_nodes(self._cluster, nodes).items()
+        }
+
+    def start_agent(self, node: str, instance: str) -> Any:
+        agent = _AgentActor.options(
+            name=f"{AGENT_PREFIX}:{self._store_id}:{node}:{instance[:16]}",
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            max_restarts=-1,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(instance, soft=False),
+        ).remote(
+            node,
+            str(self._node_dir),
+            self._config.to_dict(),
+            self._usage_interval,
+            self._node_timeout,
+        )
+        return agent
+
+    def call(self, agent: Any, method: str, args: tuple[Any, ...], on_answer: Handler) -> None:
+        ref = getattr(agent, method).remote(*args)
         with self._lock:
-            self._handlers[ref] = handler
+            self._handlers[ref] = on_answer
 
-    def wait(self, timeout: float) -> list[tuple[Callable[[Any], None], Any]]:
-        """The handlers of the calls answered within `timeout`, each with its answer (or the
-        exception that the call raised)."""
+    def answers(self, timeout: float) -> list[tuple[Handler, Any]]:
         with self._lock:
             refs = list(self._handlers)
         if not refs:
@@ -198,7 +133,7 @@ class _Calls:
         if ready and rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
-        answered = []
+        answered: list[tuple[Handler, Any]] = []
         for ref in ready:
             with self._lock:
                 handler = self._handlers.pop(ref)
@@ -208,9 +143,27 @@ class _Calls:
                 answered.append((handler, error))
         return answered
 
+    def close(self) -> None:
+        """Leave the Ray cluster (the agents and their tasks go on)."""
+        ray.shutdown()
 
-class RayExecutor:
-    """The `Executor` of the Ray engine (see the module docstring). `connect()` first."""
+    def _name_unlisted(self, nodes: list[RayNode]) -> None:
+        """Say once which Ray node PAI leaves unused because its cluster does not have it."""
+        for node in unlisted_nodes(self._cluster, nodes):
+            if node.node_id not in self._unlisted:
+                self._unlisted.add(node.node_id)
+                log.warning(
+                    "Ray node %s (%s, %s) is not in PAI's cluster, and takes no tasks: add it "
+                    "to the cluster file, or restart PAI without one (`pai up` describes the "
+                    "live Ray nodes again)",
+                    node.name,
+                    node.address,
+                    node.describe(),
+                )
+
+
+class RayExecutor(AgentExecutor):
+    """The `Executor` of the Ray engine: `AgentExecutor` over a `RayFleet`."""
 
     def __init__(
         self,
@@ -227,460 +180,26 @@ class RayExecutor:
         node_timeout: float = DEFAULT_NODE_TIMEOUT,
         poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     ) -> None:
-        """`node_dir`: the directory on every node under which agents keep their state and the
-        tasks' working and log directories (`<node_dir>/<store_id>/<node>/...`); `store_id`
-        names the store this control plane serves, so that another one's agents, tasks and
-        logs (another installation, or this one before its store was reset) are never taken
-        for its own. `node_timeout`: see the module docstring."""
-        if not node_dir.is_absolute():
-            raise ValueError(f"the nodes' directory must be an absolute path, got {node_dir}")
-        self._cluster = cluster
-        self._store_id = store_id
-        self._node_dir = node_dir / store_id
-        self._config = config or SupervisorConfig()
-        self._exit_specs = exit_specs or ExitSpecSource()
-        self._mirror = LogMirror(state_dir / store_id / "logs", self._config.log_cap_bytes)
-        self._poll_interval = poll_interval
-        self._node_timeout = node_timeout
-        self._poll_timeout = poll_timeout
-        self._node_refresh_interval = node_refresh_interval
-        self._lock = threading.RLock()
-        self._links = {
-            node.name: _Link(node.name, NodeState(node.name, NodeCondition.GONE, "not seen yet"))
-            for node in cluster.nodes
-        }
-        self._live: dict[str, _Attempt] = {}
-        self._events: list[TaskEvent] = []
-        self._usage_interval = usage_interval
-        self._usage: list[Usage] = []
-        self._calls = _Calls()
-        self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
-        self._next_refresh = 0.0
-        self._unlisted: set[str] = set()  # Ray nodes outside the cluster, named in the log
-        self._closing = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # -- the Executor protocol --------------------------------------------------------------------
-
-    def attempt_dir(self, node: str, job: str, key: str) -> Path:
-        return self._node_dir / node / "jobs" / job / check_task_key(key)
-
-    def isolation_on(self, node: str) -> str:
-        with self._lock:
-            link = self._links.get(node)
-            return link.isolation if link is not None else HOST
-
-    def node_states(self) -> Mapping[str, NodeState]:
-        with self._lock:
-            return {name: link.usable_state() for name, link in self._links.items()}
-
-    def launch(self, task: TaskLaunch) -> None:
-        key = check_task_key(task.key)
-        with self._lock:
-            if key in self._live or self._mirror.knows(key):
-                raise ExecutorError(f"task {key} was launched before")
-            link = self._links.get(task.node)
-            if link is None:
-                raise ExecutorError(f"task {key}: node {task.node} is not in the cluster file")
-            state = link.usable_state()
-            if not state.usable:
-                raise ExecutorError(f"task {key}: {state.message}")
-            self._send_exit_spec(link)
-            grace = task.stop_grace_seconds
-            self._live[key] = _Attempt(
-                task.node, self._config.stop_grace_seconds if grace is None else grace
-            )
-            self._mirror.start(key)
-            ref = link.agent.launch.remote(task)
-            self._calls.add(ref, lambda answer: self._launched(key, answer))
-
-    def kill(self, key: str, reason: KillReason) -> None:
-        with self._lock:
-            attempt = self._live.get(check_task_key(key))
-            if attempt is None:
-                if self._mirror.knows(key):
-                    return  # it has ended
-                raise UnknownTaskError(f"no task attempt {key!r} was launched here")
-            attempt.kill_reason = reason
-            link = self._links[attempt.node]
-            if link.agent is not None:
-                self._calls.add(link.agent.kill.remote(key, reason), self._ignore)
-
-    def events(self) -> list[TaskEvent]:
-        with self._lock:
-            events, self._events = self._events, []
-        return events
-
-    def usage(self) -> Usage:
-        with self._lock:
-            reports, self._usage = self._usage, []
-        return Usage(
-            tuple(task for report in reports for task in report.tasks),
-            tuple(node for report in reports for node in report.nodes),
+        """See `AgentExecutor`; `usage_interval`: how often agents sample what is used."""
+        config = config or SupervisorConfig()
+        fleet = RayFleet(
+            cluster,
+            node_dir=node_dir / store_id,
+            store_id=store_id,
+            config=config,
+            usage_interval=usage_interval,
+            node_timeout=node_timeout,
         )
-
-    def recover(self) -> list[TaskStatus]:
-        """Connect to the agents of the live nodes, report every task attempt they know, and
-        start following them. Nodes whose agent cannot start within RECOVER_TIMEOUT are
-        connected later, like nodes that join."""
-        with self._lock:
-            self._recovered = []
-        deadline = time.monotonic() + RECOVER_TIMEOUT
-        self._refresh_nodes()
-        while time.monotonic() < deadline and self._connecting():
-            self._step(min(self._poll_interval, max(0.0, deadline - time.monotonic())))
-        with self._lock:
-            statuses, self._recovered = self._recovered, None
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pai-ray-executor", daemon=True)
-            self._thread.start()
-        return statuses
-
-    def logs(
-        self, key: str, stream: LogStream = LogStream.ALL, *, tail: int | None = None
-    ) -> bytes:
-        return self._mirror.read(key, stream, tail)
-
-    def follow_logs(
-        self,
-        key: str,
-        stream: LogStream = LogStream.ALL,
-        *,
-        tail: int | None = 0,
-        poll_interval: float = 0.2,
-    ) -> Iterator[bytes]:
-        return self._mirror.follow(key, stream, tail, poll_interval)
-
-    def close(self) -> None:
-        """Stop following the agents (they and their tasks go on) and leave the Ray cluster."""
-        self._closing.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-        ray.shutdown()
-
-    # -- the background thread --------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while not self._closing.is_set():
-            try:
-                self._step(self._poll_interval)
-            except Exception:  # Ray hiccups must not end the following of every task
-                log.exception("following the Ray cluster failed; retrying")
-                self._closing.wait(1.0)
-
-    def _step(self, timeout: float) -> None:
-        now = time.monotonic()
-        if now >= self._next_refresh:
-            self._refresh_nodes()
-        with self._lock:
-            for link in self._links.values():
-                if link.retry_at is not None and now >= link.retry_at:
-                    self._ask_info(link)
-                if link.ready and not link.polling and now >= link.next_poll:
-                    link.polling = True
-                    link.next_poll = now + self._poll_interval
-                    link.asked(now)
-                    ref = link.agent.poll.remote(link.ack)
-                    self._calls.add(ref, self._on_report(link, link.incarnation))
-                self._watch_contact(link, now)
-        for handler, answer in self._calls.wait(timeout):
-            with self._lock:
-                handler(answer)
-
-    def _connecting(self) -> bool:
-        with self._lock:
-            return any(
-                link.agent is not None and not link.ready and link.problem is None
-                for link in self._links.values()
-            )
-
-    # -- nodes ------------------------------------------------------------------------------------
-
-    def _watch_contact(self, link: _Link, now: float) -> None:
-        """Show the node unreachable once a call goes unanswered too long, and give its tasks
-        up once its agent has surely stopped them."""
-        if (
-            link.unreachable is None
-            and link.asked_at is not None
-            and now - link.asked_at > self._poll_timeout
-        ):
-            since = link.silent_since().isoformat(timespec="seconds")
-            link.unreachable = (
-                f"unreachable since {since}: PAI's agent on node "
-                f"{link.node} does not answer; its tasks stop by themselves after "
-                f"{self._node_timeout:g} s without the control plane and are retried elsewhere "
-                "once their grace period has passed too"
-            )
-            log.warning("node %s: %s", link.node, link.unreachable)
-        if link.unreachable is None and link.ray_node is not None:
-            return
-        for key, attempt in list(self._live.items()):
-            if attempt.node != link.node:
-                continue
-            reached = link.last_answer if link.last_answer is not None else now
-            if now >= reached + self._node_timeout + attempt.grace + FENCE_MARGIN:
-                since = link.silent_since().isoformat(timespec="seconds")
-                self._finish(
-                    key,
-                    ExitCode.POD_NODE_LOST,
-                    f"node {link.node} was unreachable since {since}: its agent has stopped "
-                    "the task there, and it is retried elsewhere",
-                )
-
-    def _refresh_nodes(self) -> None:
-        self._next_refresh = time.monotonic() + self._node_refresh_interval
-        nodes = ray_nodes()
-        self._name_unlisted(nodes)
-        matches = match_nodes(self._cluster, nodes)
-        with self._lock:
-            for name, match in matches.items():
-                link = self._links[name]
-                found = match.ray_node
-                if link.ray_node is not None and (
-                    found is None or found.node_id != link.ray_node.node_id
-                ):
-                    self._node_left(link)
-                link.state = match.state
-                if found is not None and link.ray_node is None:
-                    link.ray_node = found
-                    self._start_agent(link, found)
-
-    def _name_unlisted(self, nodes: list[RayNode]) -> None:
-        """Say once which Ray node PAI leaves unused because its cluster does not have it."""
-        for node in unlisted_nodes(self._cluster, nodes):
-            if node.node_id not in self._unlisted:
-                self._unlisted.add(node.node_id)
-                log.warning(
-                    "Ray node %s (%s, %s) is not in PAI's cluster, and takes no tasks: add it "
-                    "to the cluster file, or restart PAI without one (`pai up` describes the "
-                    "live Ray nodes again)",
-                    node.name,
-                    node.address,
-                    node.describe(),
-                )
-
-    def _node_left(self, link: _Link) -> None:
-        """Its tasks are given up by `_watch_contact`, once they have surely stopped: a node
-        that Ray lost behind a cut network may still run them."""
-        assert link.ray_node is not None
-        log.warning("node %s (%s) left the Ray cluster", link.node, link.ray_node.address)
-        link.disconnect()
-
-    def _start_agent(self, link: _Link, ray_node: RayNode) -> None:
-        link.agent = _AgentActor.options(
-            name=f"{AGENT_PREFIX}:{self._store_id}:{link.node}:{ray_node.node_id[:16]}",
-            lifetime="detached",
-            get_if_exists=True,
-            num_cpus=0,
-            max_restarts=-1,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
-        ).remote(
-            link.node,
-            str(self._node_dir),
-            self._config.to_dict(),
-            self._usage_interval,
-            self._node_timeout,
+        super().__init__(
+            cluster,
+            state_dir,
+            fleet,
+            node_dir=node_dir,
+            store_id=store_id,
+            config=config,
+            exit_specs=exit_specs,
+            poll_interval=poll_interval,
+            node_refresh_interval=node_refresh_interval,
+            node_timeout=node_timeout,
+            poll_timeout=poll_timeout,
         )
-        self._ask_info(link)
-
-    def _ask_info(self, link: _Link) -> None:
-        link.ready = False
-        link.retry_at = link.problem = None
-        link.asked(time.monotonic())
-        agent = link.agent
-        self._calls.add(agent.info.remote(), lambda answer: self._on_info(link, agent, answer))
-
-    def _on_info(self, link: _Link, agent: Any, answer: AgentInfo | Exception) -> None:
-        if agent is not link.agent:
-            return  # the node left meanwhile
-        if isinstance(answer, Exception):
-            link.problem = f"PAI's agent could not start on node {link.node}: {answer}"
-            if link.last_answer is None:
-                link.asked_at = None  # never reached: an agent that cannot start, shown so
-            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
-            log.warning("%s", link.problem)
-            return
-        link.answered()
-        if answer.version != __version__:
-            link.problem = (
-                f"node {link.node} runs PAI {answer.version}, the control plane {__version__}: "
-                "install the same version on every node"
-            )
-            log.warning("%s", link.problem)
-            return
-        if answer.problem is not None:
-            link.problem = f"node {link.node}: {answer.problem}"
-            log.warning("%s", link.problem)
-            return
-        link.isolation = answer.isolation
-        link.incarnation = answer.incarnation
-        resume = {
-            key: self._mirror.resume_points(key)
-            for key, attempt in self._live.items()
-            if attempt.node == link.node
-        }
-        if self._recovered is not None:  # a control-plane start: any incomplete copy may be its
-            resume.update(self._incomplete_copies())
-        ref = agent.recover.remote(resume)
-        self._calls.add(ref, lambda answer: self._on_recovery(link, agent, answer))
-
-    def _incomplete_copies(self) -> dict[str, dict[str, int | None]]:
-        return {
-            key: self._mirror.resume_points(key)
-            for key in self._mirror.incomplete()
-            if key not in self._live
-        }
-
-    def _on_recovery(self, link: _Link, agent: Any, answer: Recovery | Exception) -> None:
-        if agent is not link.agent:
-            return
-        if isinstance(answer, Exception):
-            log.warning("node %s: recovering its tasks failed (%s); retrying", link.node, answer)
-            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
-            return
-        link.answered()
-        for chunk in answer.chunks:
-            self._apply_chunk(chunk)
-        if self._recovered is not None:
-            self._take_over(answer.statuses)
-        else:
-            self._resync(link, answer.statuses)
-        link.ack = 0
-        link.ready = True
-
-    def _take_over(self, statuses: tuple[TaskStatus, ...]) -> None:
-        """At a control-plane start: the controller decides about every attempt found."""
-        assert self._recovered is not None
-        for status in statuses:
-            self._recovered.append(status)
-            if status.phase is TaskPhase.FINISHED:
-                self._mirror.complete(status.key)
-            else:
-                self._mirror.start(status.key)
-                grace = status.stop_grace_seconds
-                self._live[status.key] = _Attempt(
-                    status.node,
-                    self._config.stop_grace_seconds if grace is None else grace,
-                    status.started_at,
-                )
-
-    def _resync(self, link: _Link, statuses: tuple[TaskStatus, ...]) -> None:
-        """After the agent restarted or the node rejoined: report what changed meanwhile, end
-        what the agent lost, and stop what nobody wants any more."""
-        found = {status.key: status for status in statuses}
-        for key, attempt in list(self._live.items()):
-            if attempt.node != link.node:
-                continue
-            status = found.get(key)
-            if status is None:
-                self._finish(key, ExitCode.POD_EXTERNAL_DELETED, "its node's agent lost it")
-            elif status.phase is TaskPhase.FINISHED and status.result is not None:
-                self._report_finished(key, status.result)
-            elif status.phase is TaskPhase.RUNNING and attempt.started_at is None:
-                self._report_started(key, status.started_at or utc_now())
-        for status in statuses:
-            if status.key not in self._live and status.phase is not TaskPhase.FINISHED:
-                log.warning(
-                    "task %s on node %s belongs to no running job; stopping it",
-                    status.key,
-                    link.node,
-                )
-                ref = link.agent.kill.remote(status.key, KillReason.ATTEMPT_COMPLETED)
-                self._calls.add(ref, self._ignore)
-
-    # -- what agents report -----------------------------------------------------------------------
-
-    def _on_report(
-        self, link: _Link, incarnation: str | None
-    ) -> Callable[[Report | Exception], None]:
-        agent = link.agent
-
-        def apply(answer: Report | Exception) -> None:
-            if agent is not link.agent or incarnation != link.incarnation:
-                return
-            link.polling = False
-            if isinstance(answer, Exception):
-                log.info("node %s: polling its agent failed (%s); asking again", link.node, answer)
-                self._ask_info(link)
-                return
-            link.answered()
-            if answer.incarnation != link.incarnation:
-                log.warning("node %s: its agent restarted; recovering its tasks", link.node)
-                self._ask_info(link)
-                return
-            link.disk_problem = answer.disk_problem
-            for number, item in answer.items:
-                if isinstance(item, LogChunk):
-                    self._apply_chunk(item)
-                else:
-                    self._apply_event(item)
-                link.ack = number
-            if answer.usage is not None:
-                self._usage = [*self._usage[-USAGE_KEPT:], answer.usage]
-
-        return apply
-
-    def _apply_chunk(self, chunk: LogChunk) -> None:
-        if self._mirror.knows(chunk.key):
-            self._mirror.append(chunk.key, chunk.stream, chunk.data)
-
-    def _apply_event(self, event: TaskEvent) -> None:
-        attempt = self._live.get(event.key)
-        if attempt is None:
-            return
-        if event.kind is TaskEventKind.PREPARING:
-            self._events.append(event)
-        elif event.kind is TaskEventKind.STARTED:
-            self._report_started(event.key, event.at)
-        elif event.result is not None:
-            self._report_finished(event.key, event.result)
-
-    def _launched(self, key: str, answer: object) -> None:
-        if isinstance(answer, Exception) and key in self._live:
-            self._finish(
-                key,
-                ExitCode.POD_CREATION_TRANSIENT_ERROR,
-                f"the task could not be started on node {self._live[key].node}: {answer}",
-            )
-
-    @staticmethod
-    def _ignore(answer: object) -> None:
-        if isinstance(answer, Exception):
-            log.info("a call to an agent failed: %s", answer)
-
-    # -- reporting to the controller --------------------------------------------------------------
-
-    def _report_started(self, key: str, at: datetime) -> None:
-        attempt = self._live[key]
-        if attempt.started_at is None:
-            attempt.started_at = at
-            self._events.append(TaskEvent(key, TaskEventKind.STARTED, at))
-
-    def _report_finished(self, key: str, result: TaskResult) -> None:
-        if result.started_at is not None:
-            self._report_started(key, result.started_at)
-        del self._live[key]
-        self._mirror.complete(key)
-        self._events.append(TaskEvent(key, TaskEventKind.FINISHED, result.finished_at, result))
-
-    def _finish(self, key: str, code: int, message: str) -> None:
-        """End an attempt that cannot report itself: with the code of the stop the controller
-        asked for, if it did, else with `code`."""
-        attempt = self._live[key]
-        if attempt.kill_reason is not None:
-            code = attempt.kill_reason.exit_code
-        classification = self._exit_specs.current().for_code(code, diagnostics=(message,))
-        now = utc_now()
-        note = f"{now.isoformat(timespec='milliseconds')} [pai] {message}\n"
-        self._mirror.append(key, LogStream.RUNTIME, note.encode())
-        isolation = self.isolation_on(attempt.node)
-        self._report_finished(key, TaskResult(classification, attempt.started_at, now, isolation))
-
-    def _send_exit_spec(self, link: _Link) -> None:
-        """Nodes classify exits with the administrator's rules too: send them when changed."""
-        path = self._exit_specs.admin_path
-        text = path.read_text(encoding="utf-8") if path is not None and path.exists() else None
-        if link.exit_spec_sent != (text,):
-            self._calls.add(link.agent.set_exit_spec.remote(text), self._ignore)
-            link.exit_spec_sent = (text,)

@@ -1,0 +1,270 @@
+"""PAI at a cluster's size: the whole control plane against hollow nodes, measured as clients
+see it.
+
+For each size, a fresh store and `pai serve controller --engine hollow` with that many hollow
+nodes (8 GPUs each) beside `pai serve api --workers N`, in processes of their own. A user submits
+a mix of jobs at a sustained rate (of every ten: eight of one 1-GPU task, one of one 8-GPU task,
+one gang of four 8-GPU tasks; each sleeps for an hour) until `--tasks-per-node` tasks per node
+were submitted, while other clients read jobs (`GET /jobs/{job}`, one at a time each) and list
+pages of 50 (filtered as the portal does). Then, for each size:
+
+- accepted: submissions answered 202 (all must be);
+- submit -> RUNNING p50/p99: from the job's submission to its RUNNING, both as the API reports
+  them (`submissionTime`, `launchedTime`), over the jobs that reached RUNNING; `not_running`
+  counts those that had not when the load ended (the cluster full, a gang waiting);
+- GET job p99 and list p99: client-side latencies while the load ran;
+- running tasks: those of the jobs RUNNING when the load ended;
+- controller CPU per task start: the controller's CPU time while the load ran over the running
+  tasks;
+- memory: the most resident memory seen of the controller's process and of the API workers.
+
+    python benchmarks/scale.py --sizes 100           # a quick look
+    python benchmarks/scale.py --json                # 500, 2000 and 5000 nodes
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from api import (  # this directory's API benchmark starts servers alike
+    ADMIN_PASSWORD,
+    CpuMeter,
+    log_in,
+    percentile,
+    platform,
+    postgres_reachable,
+    store,
+)
+
+GPUS_PER_NODE = 8
+JOB_TEXT = """protocolVersion: 2
+name: {name}
+type: job
+prerequisites: [{{type: dockerimage, name: image, uri: 'python:3.11'}}]
+taskRoles:
+  main:
+    instances: {instances}
+    dockerImage: image
+    resourcePerInstance: {{cpu: {gpus}, memoryMB: 4096, gpu: {gpus}}}
+    commands:
+      - sleep 1h
+"""
+MIX = (*[(1, 1)] * 8, (1, 8), (4, 8))
+"""(instances, GPUs each) of every ten jobs submitted."""
+LIST_QUERIES: tuple[dict[str, str | int], ...] = (
+    {"username": "admin", "limit": 50},
+    {"state": "RUNNING", "limit": 50, "order": "submissionTime,DESC"},
+    {"vc": "default", "state": "WAITING,RUNNING", "withTotalCount": "true", "limit": 50},
+)
+PAGE = 50_000
+SAMPLE_INTERVAL = 0.5
+
+
+class Load:
+    """The clients of one run: a submitter at a steady rate, readers of jobs, a lister, and a
+    sampler of the control plane's memory; each in a thread of its own until `stop`."""
+
+    def __init__(self, api: str, rate: float, tasks: int, readers: int, processes: Any) -> None:
+        self._api = api
+        self._rate = rate
+        self._tasks = tasks
+        self._readers = readers
+        self._processes = processes
+        self.accepted = 0
+        self.refused = 0
+        self.submitted_tasks = 0
+        self.names: list[str] = []
+        self.get_ms: list[float] = []
+        self.list_ms: list[float] = []
+        self.memory_mb = {"controller": 0.0, "api_workers": 0.0}
+        self.done = threading.Event()
+        self._stop = threading.Event()
+
+    @contextmanager
+    def running(self) -> Iterator[Load]:
+        threads = [threading.Thread(target=self._submit, daemon=True)]
+        threads += [
+            threading.Thread(target=self._read, args=(seed,), daemon=True)
+            for seed in range(self._readers)
+        ]
+        threads += [
+            threading.Thread(target=self._list, daemon=True),
+            threading.Thread(target=self._sample, daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+
+    def _submit(self) -> None:
+        with log_in(self._api, "admin", ADMIN_PASSWORD) as client:
+            started = time.monotonic()
+            for number, (instances, gpus) in enumerate(itertools.cycle(MIX)):
+                if self._stop.is_set() or self.submitted_tasks >= self._tasks:
+                    break
+                time.sleep(max(0.0, started + number / self._rate - time.monotonic()))
+                name = f"scale-{number}"
+                text = JOB_TEXT.format(name=name, instances=instances, gpus=gpus)
+                response = client.post("/jobs", content=text, headers={"Content-Type": "text/yaml"})
+                if response.status_code == 202:
+                    self.accepted += 1
+                    self.submitted_tasks += instances
+                    self.names.append(name)
+                else:
+                    self.refused += 1
+        self.done.set()
+
+    def _read(self, seed: int) -> None:
+        rng = random.Random(seed)
+        with log_in(self._api, "admin", ADMIN_PASSWORD) as client:
+            while not self._stop.wait(0.05):
+                if not self.names:
+                    continue
+                name = rng.choice(self.names)
+                started = time.perf_counter()
+                client.get(f"/jobs/admin~{name}").raise_for_status()
+                self.get_ms.append((time.perf_counter() - started) * 1000)
+
+    def _list(self) -> None:
+        with log_in(self._api, "admin", ADMIN_PASSWORD) as client:
+            for query in itertools.cycle(LIST_QUERIES):
+                if self._stop.wait(0.2):
+                    return
+                started = time.perf_counter()
+                client.get("/jobs", params=query).raise_for_status()
+                self.list_ms.append((time.perf_counter() - started) * 1000)
+
+    def _sample(self) -> None:
+        parts = {"controller": self._processes["controller"], "api_workers": self._processes["api"]}
+        while not self._stop.wait(SAMPLE_INTERVAL):
+            for part, process in parts.items():
+                try:
+                    root = psutil.Process(process.pid)
+                    tree = [root, *root.children(recursive=True)]
+                    resident = sum(member.memory_info().rss for member in tree) / 2**20
+                except psutil.Error:
+                    continue
+                self.memory_mb[part] = max(self.memory_mb[part], resident)
+
+
+def job_outcomes(client: httpx.Client) -> tuple[list[float], int, int]:
+    """Submission to RUNNING of every job that ran, in seconds; how many had not; and the tasks
+    of the jobs RUNNING now (the mix's jobs run all their tasks at once)."""
+    latencies: list[float] = []
+    waiting = running = 0
+    offset = 0
+    jobs: list[dict[str, Any]] = [{}]
+    while jobs:
+        page = client.get("/jobs", params={"limit": PAGE, "offset": offset}).raise_for_status()
+        jobs = page.json()
+        offset += PAGE
+        for job in jobs:
+            if job.get("launchedTime"):
+                latencies.append((job["launchedTime"] - job["submissionTime"]) / 1000)
+            else:
+                waiting += 1
+            if job["state"] == "RUNNING":
+                running += job["totalTaskNumber"]
+    return latencies, waiting, running
+
+
+def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="pai-scale-") as directory:
+        home = Path(directory)
+        with (
+            store(database, args.postgres_url, home) as url,
+            platform(
+                home,
+                url,
+                args.api_workers,
+                controller_options=("--engine", "hollow"),
+                env={"PAI_HOLLOW_NODES": str(nodes), "PAI_LOG_LEVEL": "WARNING"},
+            ) as (api, processes),
+        ):
+            meter = CpuMeter(processes, postgresql=False)
+            load = Load(api, args.rate, nodes * args.tasks_per_node, args.readers, processes)
+            with load.running():
+                load.done.wait()
+                time.sleep(args.settle)
+            cpu = meter.seconds()
+            with log_in(api, "admin", ADMIN_PASSWORD) as client:
+                latencies, waiting, running = job_outcomes(client)
+    return {
+        "nodes": nodes,
+        "gpus": nodes * GPUS_PER_NODE,
+        "database": database,
+        "submitted": load.accepted + load.refused,
+        "accepted": load.accepted,
+        "running_tasks": running,
+        "not_running": waiting,
+        "submit_to_running_p50_s": round(percentile(latencies, 0.5), 2),
+        "submit_to_running_p99_s": round(percentile(latencies, 0.99), 2),
+        "get_job_p99_ms": round(percentile(load.get_ms, 0.99), 1),
+        "list_p99_ms": round(percentile(load.list_ms, 0.99), 1),
+        "controller_cpu_ms_per_task_start": round(cpu["controller"] * 1000 / max(running, 1), 1),
+        "controller_memory_mb": round(load.memory_mb["controller"]),
+        "api_workers_memory_mb": round(load.memory_mb["api_workers"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--sizes", default="500,2000,5000", help="cluster sizes in nodes, comma-separated"
+    )
+    parser.add_argument("--rate", type=float, default=20.0, help="submissions per second")
+    parser.add_argument(
+        "--tasks-per-node", type=float, default=2.0, help="tasks submitted, per node"
+    )
+    parser.add_argument("--readers", type=int, default=4, help="clients reading jobs")
+    parser.add_argument("--api-workers", type=int, default=2, help="API worker processes")
+    parser.add_argument(
+        "--settle", type=float, default=10.0, help="seconds the readers go on after submitting"
+    )
+    parser.add_argument(
+        "--database", choices=("sqlite", "postgresql"), default="sqlite", help="the store"
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        help="the PostgreSQL server to create the store in, with --database postgresql",
+    )
+    args = parser.parse_args()
+    if args.database == "postgresql" and not postgres_reachable(args.postgres_url):
+        parser.error(f"no PostgreSQL server answers at {args.postgres_url}")
+    sizes = [int(size) for size in args.sizes.split(",")]
+    results = [measure_size(nodes, args, args.database) for nodes in sizes]
+    if args.json:
+        print(json.dumps({"sizes": results}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Hollow clusters, {args.rate:g} submissions/s ({args.database})")
+    table.add_column("")
+    for result in results:
+        table.add_column(f"{result['nodes']} nodes", justify="right")
+    for key in results[0]:
+        table.add_row(key.replace("_", " "), *(str(result[key]) for result in results))
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
