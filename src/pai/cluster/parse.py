@@ -2,6 +2,8 @@
 
 Accepted layout (HiveD's, plus `skuTypes` and node addresses):
 
+    skuTypes: {<sku>: {gpu, cpu, memory, gpuMemory, device}}  # device: a CDI kind, e.g. amd.com/gpu
+
     physicalCluster: {skuTypes, cellTypes, physicalCells}   # or these three keys at the top level
     virtualClusters: {<vc>: {virtualCells: [...], pinnedCells: [...], userLimit: {...}}}
     podGracefulDeletionTimeoutSec: 10     # optional, OpenPAI's name: SIGTERM to SIGKILL, seconds
@@ -29,6 +31,7 @@ from pathlib import Path as FilePath
 
 import yaml
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, kind_problem
 from pai.cluster.model import (
     DEFAULT_STOP_GRACE_SECONDS,
     CellType,
@@ -223,19 +226,33 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 self.problem(here, "must be a mapping with gpu, cpu and memory")
                 continue
-            self._unknown_keys(spec, here, {"gpu", "cpu", "memory", "gpuMemory"})
+            self._unknown_keys(spec, here, {"gpu", "cpu", "memory", "gpuMemory", "device"})
             gpu = self._count(spec.get("gpu", 0), (*here, "gpu"), minimum=0)
             cpu = self._count(spec.get("cpu", 0), (*here, "cpu"), minimum=0)
             memory = self._memory(spec.get("memory", 0), (*here, "memory"))
             gpu_memory = self._memory(spec.get("gpuMemory", 0), (*here, "gpuMemory"))
+            device = self._device_kind(spec, here, gpu)
             if gpu is None or cpu is None:
                 continue
             if gpu == 0 and cpu == 0 and memory == 0:
                 self.problem(here, "a SKU must provide some gpu, cpu or memory per leaf cell")
             if gpu_memory and gpu == 0:
                 self.problem((*here, "gpuMemory"), "only a SKU with GPUs can declare gpuMemory")
-            skus[str(name)] = SkuType(str(name), gpu, cpu, memory, gpu_memory)
+            skus[str(name)] = SkuType(str(name), gpu, cpu, memory, gpu_memory, device)
         return skus
+
+    def _device_kind(self, spec: Mapping[str, object], path: Path, gpu: int | None) -> str:
+        """The SKU's device kind (`device`, a CDI kind), the default when absent or wrong (the
+        problem is recorded)."""
+        if "device" not in spec:
+            return DEFAULT_DEVICE_KIND
+        device = spec["device"]
+        if (problem := kind_problem(device)) is not None:
+            self.problem((*path, "device"), problem)
+            return DEFAULT_DEVICE_KIND
+        if gpu == 0:
+            self.problem((*path, "device"), "only a SKU with devices (gpu: 1 or more) has a kind")
+        return str(device)
 
     def _memory(self, value: object, path: Path) -> int:
         try:
