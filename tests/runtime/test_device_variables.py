@@ -45,6 +45,7 @@ def test_a_kind_pai_has_no_code_for_is_named_by_pai_variables_alone() -> None:
         ),
         ("huawei.com/Ascend910", {"ASCEND_VISIBLE_DEVICES": "2,5"}),
         ("habana.ai/gaudi", {"HABANA_VISIBLE_DEVICES": "2,5"}),
+        ("intel.com/gaudi", {"HABANA_VISIBLE_DEVICES": "2,5"}),
     ],
 )
 def test_a_known_vendors_variables_name_the_nodes_devices(

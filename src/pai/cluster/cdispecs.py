@@ -1,5 +1,4 @@
-"""The Container Device Interface (CDI) specs of this node: which device kinds it has, how many
-devices of each, and the device nodes each device brings.
+"""The Container Device Interface (CDI) specs of this node: which devices of which kinds it has.
 
 Every vendor ships a generator of these specs (`nvidia-ctk cdi generate`, AMD's and Intel's CDI
 tools, Ascend's), and one can be written by hand for any device; container runtimes read them
@@ -26,11 +25,10 @@ SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 @dataclass(frozen=True)
 class CdiDevice:
-    """One device of a spec: its name (`0`, `1`, `all`, a UUID ...) and its device nodes."""
+    """One device of a spec: its kind and name (`0`, `1`, `all`, a UUID ...)."""
 
     kind: str
     name: str
-    device_nodes: tuple[str, ...] = ()
 
 
 def cdi_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
@@ -84,16 +82,8 @@ def _devices_of(spec: Path) -> list[CdiDevice]:
     kind = data.get("kind")
     if not isinstance(kind, str) or not KIND_PATTERN.match(kind):
         return []
-    common = _node_paths(data.get("containerEdits"))
     return [
-        CdiDevice(kind, str(entry["name"]), (*_node_paths(entry.get("containerEdits")), *common))
+        CdiDevice(kind, str(entry["name"]))
         for entry in data.get("devices") or []
         if isinstance(entry, dict) and entry.get("name") is not None
     ]
-
-
-def _node_paths(edits: object) -> tuple[str, ...]:
-    if not isinstance(edits, dict):
-        return ()
-    nodes = edits.get("deviceNodes") or []
-    return tuple(str(node["path"]) for node in nodes if isinstance(node, dict) and node.get("path"))

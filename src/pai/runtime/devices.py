@@ -7,7 +7,8 @@ user-space library (CUDA, ROCm, Level Zero, CANN) reads the indices of the devic
 among those it sees. On the host a task sees every device, so both carry the node's indices; in
 a container it sees only its own, numbered from 0, so the container isolation renumbers the
 second sort (`visible_indices_in_container`). A kind PAI has no entry for gets the `PAI_*`
-variables only: its CDI spec says what else its devices need.
+variables only: its CDI spec says what else its devices need. docs/deploy.md ("Accelerators")
+cites each vendor's documentation of these variables.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ VENDOR_VARIABLES: dict[str, VendorVariables] = {
     "intel.com/gpu": VendorVariables((), ("ZE_AFFINITY_MASK",)),
     # Ascend Docker Runtime; the CANN runtime.
     "huawei.com/npu": VendorVariables(("ASCEND_VISIBLE_DEVICES",), ("ASCEND_RT_VISIBLE_DEVICES",)),
-    # Habana's container runtime.
+    # Habana's container runtime (Intel's CDI generator names Gaudi `intel.com/gaudi`).
     "habana.ai/gaudi": VendorVariables(("HABANA_VISIBLE_DEVICES",)),
+    "intel.com/gaudi": VendorVariables(("HABANA_VISIBLE_DEVICES",)),
 }
 NO_NVIDIA_GPUS = {"NVIDIA_VISIBLE_DEVICES": "none", "CUDA_VISIBLE_DEVICES": ""}
 """What a task without NVIDIA GPUs sees, so that it cannot pick up any (OpenPAI sets `none`)."""
