@@ -138,6 +138,8 @@ class NodeSpec:
     chain: str
     sku_type: str
     leaf_indices: tuple[int, ...]
+    rdma: bool = False
+    """The node has RDMA devices (InfiniBand, RoCE) for the tasks of jobs of several tasks."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,11 @@ class ClusterConfig:
     nodes: tuple[NodeSpec, ...]
     pinned_cells: dict[str, PhysicalCellSpec] = field(default_factory=dict)
     stop_grace_seconds: int = DEFAULT_STOP_GRACE_SECONDS  # a job's default SIGTERM grace period
+
+    @cached_property
+    def rdma_nodes(self) -> frozenset[str]:
+        """The names of the nodes that have RDMA devices (`rdma: true`)."""
+        return frozenset(node.name for node in self.nodes if node.rdma)
 
     def chain_sku(self, chain: str) -> SkuType:
         return self.sku_types[self.chains[chain].sku_type]

@@ -13,6 +13,8 @@ Defaults, written down here because the scheduler and the executors rely on them
   is `<parent address>/<own address>`;
 - leaves under a node are numbered 0..n-1 in file order unless a leaf gives an integer
   `cellAddress` (that number is the GPU index handed to the task);
+- a node-level cell may say `rdma: true`: the node has InfiniBand/RoCE devices that the tasks of
+  jobs of several tasks get (`pai.executors.isolation.runtime.rdma_arguments`);
 - a node-level cell's `cellAddress` is the node's name (required, unique); its `nodeAddress` (or
   `address`) is where tasks on it are reached. Either every node sets one or none does: then node
   number i (0-based, file order) gets the i+1-th loopback address (127.0.0.1, 127.0.0.2, ...), so
@@ -126,6 +128,7 @@ class _Builder:
         self.tops: list[_RawCell] = []
         self.pinned: dict[str, Path] = {}
         self.declared_cell_types: set[str] = set()
+        self._rdma_nodes: set[str] = set()
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(f"{self.located.where(path)}: {message}")
@@ -152,6 +155,7 @@ class _Builder:
                 address=node_addresses[cell.node_name],
                 chain=top.cell_type,
                 sku_type=self.chains[top.cell_type].sku_type,
+                rdma=cell.node_name in self._rdma_nodes,
                 leaf_indices=tuple(
                     leaf.leaf_index for leaf in cell.leaves() if leaf.leaf_index is not None
                 ),
@@ -385,7 +389,7 @@ class _Builder:
         cell_type = chain.type_at(level)
         keys = {"cellType", "cellAddress", "pinnedCellId", "cellChildren"}
         if level == chain.node_level:
-            keys |= {"nodeAddress", "address"}
+            keys |= {"nodeAddress", "address", "rdma"}
         self._unknown_keys(item, path, keys)
         declared = item.get("cellType")
         if declared is not None and declared != cell_type:
@@ -434,6 +438,11 @@ class _Builder:
                     )
                 else:
                     cell.node_address = raw_address.strip()
+            rdma = item.get("rdma", False)
+            if not isinstance(rdma, bool):
+                self.problem((*path, "rdma"), f"must be true or false, got {rdma!r}")
+            elif rdma:
+                self._rdma_nodes.add(node_name)
         children = item.get("cellChildren")
         if level == 1:
             if children is not None:

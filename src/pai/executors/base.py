@@ -73,6 +73,8 @@ class TaskLaunch:
     gpus: Sequence[int] = ()
     """The node's devices the task has (their indices), of kind `device_kind`."""
     device_kind: str = DEFAULT_DEVICE_KIND
+    rdma: bool = False
+    """Give the task the node's RDMA devices and an unlimited locked-memory limit."""
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
     docker_image: str | None = None
     mounts: tuple[Mount, ...] = ()

@@ -602,6 +602,7 @@ class Controller:
                 self._ports,
                 self.executor.isolation_on,
                 self.scheduler.cluster.chain_sku(placement.chain).device,
+                self.scheduler.cluster.rdma_nodes,
             )
         except PortsExhaustedError as exhausted:
             self.scheduler.release(group.name)

@@ -26,14 +26,17 @@ def assign_ports(
     ports: PortAllocator,
     isolation_on: Callable[[str], str],
     device_kind: str = DEFAULT_DEVICE_KIND,
+    rdma_nodes: frozenset[str] = frozenset(),
 ) -> dict[fw.TaskKey, dict[str, Any]]:
     """Hold ports for each placed pod and describe where and how its task runs (kept with the
     attempt): node, address, devices (of `device_kind`, the SKU's CDI kind), ports, the image
-    asked for and what isolates the task on its node (`isolation_on(node)`).
+    asked for and what isolates the task on its node (`isolation_on(node)`); on a node of
+    `rdma_nodes`, the task of a job of several tasks is given the node's RDMA devices.
 
     All or nothing: if one task's ports run out, the ports of the others are given back.
     """
     placed: dict[fw.TaskKey, dict[str, Any]] = {}
+    several = sum(role.instances for role in job.spec.task_roles.values()) > 1
     try:
         for pod in pods:
             task = (pod.role, pod.index)
@@ -49,6 +52,7 @@ def assign_ports(
                 "address": pod.address,
                 "gpus": list(pod.leaf_indices) if _uses_gpus(job, pod.role) else [],
                 **({} if device_kind == DEFAULT_DEVICE_KIND else {"deviceKind": device_kind}),
+                **({"rdma": True} if several and pod.node in rdma_nodes else {}),
                 "leaves": list(pod.leaf_indices),
                 **share_fields(pod.share),
                 "ports": held,
@@ -129,6 +133,7 @@ def build_launch(
         memory_mb=resources.memory_mb,
         gpus=tuple(where["gpus"]),
         device_kind=where.get("deviceKind", DEFAULT_DEVICE_KIND),
+        rdma=bool(where.get("rdma")),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
         docker_image=_image_uri(job, task[0]),
         stop_grace_seconds=job.spec.extras.pod_graceful_deletion_timeout_sec,

@@ -4,6 +4,7 @@ gets exactly the devices the scheduler chose, with what the spec says each bring
 from __future__ import annotations
 
 import json
+import resource
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from pai.cluster.cdispecs import DEFAULT_CDI_DIRS
 from pai.executors.base import LogStream
+from pai.executors.isolation.runtime import may_raise_limits
 
 if TYPE_CHECKING:
     from conftest import Harness
@@ -68,3 +70,16 @@ def test_a_task_gets_exactly_its_devices_by_cdi_name(containers: Harness, npu_sp
     # Device 1's variable, device node and file, and the spec's common variable; nothing of
     # device 0 (another task's), and no vendor variable for a kind PAI has no code for.
     assert stdout.splitlines() == ["NPU_1_GIVEN=yes", "NPU_DRIVER=1.0", "npu 1", "npu1"]
+
+
+def test_a_task_given_rdma_has_unlimited_locked_memory_where_pai_may_raise_it(
+    containers: Harness,
+) -> None:
+    result = containers.run("rdma", "ulimit -l", rdma=True)
+
+    assert result.exit_code == 0, result.classification
+    said = containers.executor.logs("rdma", LogStream.STDOUT).decode()
+    if may_raise_limits():
+        assert said == "unlimited\n"
+    else:  # the node's own limit: asking for more would fail the container's start
+        assert said == f"{resource.getrlimit(resource.RLIMIT_MEMLOCK)[1] // 1024}\n"

@@ -13,7 +13,13 @@ from pai.cluster.devices import DEFAULT_DEVICE_KIND as NVIDIA
 from pai.executors.isolation.images import RegistryAuth, auth_file, full_name, pulled_every_time
 from pai.executors.isolation.mounts import Mount
 from pai.executors.isolation.policy import IsolationError, IsolationPolicy
-from pai.executors.isolation.runtime import ContainerError, bind_option, device_arguments
+from pai.executors.isolation.runtime import (
+    ContainerError,
+    bind_option,
+    device_arguments,
+    may_raise_limits,
+    rdma_arguments,
+)
 
 
 @pytest.mark.parametrize(
@@ -171,3 +177,19 @@ def test_bad_isolation_settings_are_refused_with_the_setting_named(
 ) -> None:
     with pytest.raises(IsolationError, match=message):
         IsolationPolicy(**policy)  # type: ignore[arg-type]
+
+
+def test_rdma_brings_every_infiniband_device_and_unlimited_locked_memory(tmp_path: Path) -> None:
+    infiniband = tmp_path / "infiniband"
+    infiniband.mkdir()
+    for name in ("uverbs1", "rdma_cm", "uverbs0"):
+        (infiniband / name).touch()
+    memlock = ["--ulimit=memlock=-1:-1"] if may_raise_limits() else []
+
+    assert rdma_arguments(tmp_path) == [
+        f"--device={infiniband / 'rdma_cm'}",
+        f"--device={infiniband / 'uverbs0'}",
+        f"--device={infiniband / 'uverbs1'}",
+        *memlock,
+    ]
+    assert rdma_arguments(tmp_path / "elsewhere") == memlock

@@ -47,6 +47,7 @@ from pai.executors.isolation.runtime import (
     ContainerLimits,
     device_arguments,
     inspect_exit,
+    rdma_arguments,
     remove,
     run_command,
 )
@@ -222,6 +223,8 @@ class ContainerRun:
     def _run(self, binds: list[Mount]) -> None:
         record, plan = self._record, self._plan
         device_options, device_env = device_arguments(record.device_kind, record.gpus)
+        if record.rdma:
+            device_options += rdma_arguments()
         env_file = self._files.path(ENV_FILE)
         _write_env_file(env_file, {**record.env, **device_env})
         pidfile, monitor_file = self._files.path(PID_FILE), self._files.path(MONITOR_PID_FILE)

@@ -54,6 +54,8 @@ fi
 exit "$pai_status"
 """
 NVIDIA_CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+CAP_SYS_RESOURCE = 24
+UNLIMITED_MEMLOCK = "--ulimit=memlock=-1:-1"
 _NAME_ALPHABET = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -175,6 +177,30 @@ def device_arguments(
         present = [node for node in (*nodes, *controls) if node.exists()]
         return [f"--device={node}" for node in present], env
     return [], env
+
+
+def rdma_arguments(dev: Path = Path("/dev")) -> list[str]:
+    """The runtime arguments that give a container the node's RDMA devices (InfiniBand or
+    RoCE verbs, the connection manager: everything under `/dev/infiniband`) and no limit on
+    locked memory, in which NCCL and other verbs users register their buffers. Only a PAI
+    that may raise limits (CAP_SYS_RESOURCE, as root on a server) asks for that; otherwise
+    the container keeps the limit the node's runtime gives (`default_ulimits` in its
+    `containers.conf`), as asking for more would fail the container's start."""
+    folder = dev / "infiniband"
+    devices = (
+        [f"--device={device}" for device in sorted(folder.iterdir())] if folder.is_dir() else []
+    )
+    return [*devices, *([UNLIMITED_MEMLOCK] if may_raise_limits() else [])]
+
+
+def may_raise_limits() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE in its effective set."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    found = re.search(r"^CapEff:\s*([0-9a-f]+)$", status, re.M)
+    return found is not None and bool(int(found.group(1), 16) >> CAP_SYS_RESOURCE & 1)
 
 
 def inspect_exit(runtime: str, name: str, env: Mapping[str, str]) -> Exited:

@@ -150,6 +150,7 @@ class LaunchRecord:
     """For a task user: the folder covered in its view, holding PAI's state."""
     device_kind: str = DEFAULT_DEVICE_KIND
     """The CDI kind of `gpus`."""
+    rdma: bool = False
 
     @classmethod
     def of(
@@ -178,6 +179,7 @@ class LaunchRecord:
             memory_mb=task.memory_mb,
             gpus=tuple(task.gpus),
             device_kind=task.device_kind,
+            rdma=task.rdma,
             ports={label: tuple(ports) for label, ports in task.ports.items()},
             docker_image=task.docker_image,
             launched_at=launched_at,
