@@ -37,14 +37,8 @@ def device_name(kind: str, name: int | str) -> str:
 
 
 def device_noun(kind: str, count: float) -> str:
-    """How messages count devices of `kind`: GPUs for the default kind, else the kind itself
-    ("2 x acc.example/npu" reads as `f"{count} x {noun}"`, "2 GPUs" as `f"{count} {noun}"`)."""
+    """How messages count `count` devices of `kind`: GPU(s) for the default kind, else the
+    kind itself ("2 GPUs", "4 of 8 acc.example/npu in use")."""
     if kind == DEFAULT_DEVICE_KIND:
         return "GPU" if 0 < count <= 1 else "GPUs"
     return kind
-
-
-def count_devices(kind: str, count: float) -> str:
-    """`2 GPUs`, `1 GPU`, `2 x acc.example/npu`."""
-    noun = device_noun(kind, count)
-    return f"{count:g} {noun}" if kind == DEFAULT_DEVICE_KIND else f"{count:g} x {noun}"
