@@ -136,3 +136,15 @@ def test_a_job_waiting_for_npus_is_told_in_npus(as_alice: httpx.Client) -> None:
     assert f"has 4 of 4 {NPU} in use" in reason["message"]
     assert "needs 2 and only 0 are free" in reason["message"]
     as_alice.put(f"/jobs/{blocker}/executionType", json={"value": "STOP"})
+
+
+def test_a_job_no_node_can_hold_is_refused_in_its_skus_kind(as_alice: httpx.Client) -> None:
+    text = device_job(unique("huge"), "NPU", 1, "true").replace("cpu: 1,", "cpu: 64,")
+
+    refused = as_alice.post("/jobs", content=text, headers={"Content-Type": "text/yaml"})
+
+    assert refused.status_code == 400, refused.text
+    message = refused.json()["message"]
+    # 64 CPUs take 64 leaf cells of one CPU each: 64 NPUs, on nodes of 4.
+    assert f"a task needs 64 {NPU} on one node" in message
+    assert "largest cell of VC 'default' holds 4" in message
