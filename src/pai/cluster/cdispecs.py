@@ -1,4 +1,5 @@
-"""The Container Device Interface (CDI) specs of this node: which devices of which kinds it has.
+"""The Container Device Interface (CDI) specs of this node: which devices of which kinds it has,
+and the device nodes each one brings.
 
 Every vendor ships a generator of these specs (`nvidia-ctk cdi generate`, AMD's and Intel's CDI
 tools, Ascend's), and one can be written by hand for any device; container runtimes read them
@@ -25,10 +26,12 @@ SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 @dataclass(frozen=True)
 class CdiDevice:
-    """One device of a spec: its kind and name (`0`, `1`, `all`, a UUID ...)."""
+    """One device of a spec: its kind, name (`0`, `1`, `all`, a UUID ...) and the host paths
+    of its device nodes (its own and those the whole spec adds)."""
 
     kind: str
     name: str
+    host_nodes: tuple[Path, ...] = ()
 
 
 def cdi_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
@@ -50,6 +53,20 @@ def read_devices(directories: Sequence[Path] | None = None) -> list[CdiDevice]:
 def declared_devices(directories: Sequence[Path] | None = None) -> set[str]:
     """The CDI names (`KIND=NAME`) of the devices the specs under `directories` declare."""
     return {device_name(device.kind, device.name) for device in read_devices(directories)}
+
+
+def host_nodes(
+    kind: str, names: Sequence[str], directories: Sequence[Path] | None = None
+) -> list[Path]:
+    """The device nodes on the host of the devices `names` of `kind`, each once."""
+    wanted = set(names)
+    found = (
+        node
+        for device in read_devices(directories)
+        if device.kind == kind and device.name in wanted
+        for node in device.host_nodes
+    )
+    return list(dict.fromkeys(found))
 
 
 def numbered_devices(directories: Sequence[Path] | None = None) -> dict[str, list[CdiDevice]]:
@@ -82,8 +99,19 @@ def _devices_of(spec: Path) -> list[CdiDevice]:
     kind = data.get("kind")
     if not isinstance(kind, str) or not KIND_PATTERN.match(kind):
         return []
+    common = _host_nodes(data.get("containerEdits"))
     return [
-        CdiDevice(kind, str(entry["name"]))
+        CdiDevice(kind, str(entry["name"]), (*_host_nodes(entry.get("containerEdits")), *common))
         for entry in data.get("devices") or []
         if isinstance(entry, dict) and entry.get("name") is not None
     ]
+
+
+def _host_nodes(edits: object) -> tuple[Path, ...]:
+    """The host side of the `deviceNodes` of some containerEdits (`hostPath`, else `path`)."""
+    nodes = edits.get("deviceNodes") if isinstance(edits, dict) else None
+    return tuple(
+        Path(str(node.get("hostPath") or node["path"]))
+        for node in nodes or []
+        if isinstance(node, dict) and node.get("path")
+    )
