@@ -65,3 +65,20 @@ def test_the_nodes_table_counts_jobs_on_shared_gpus_with_the_others() -> None:
 
     assert "alice~notebook" in text and "carol~infer" in text and "bob~train" in text
     assert "default 2" in text  # one GPU held whole, one shared, both the VC's
+
+
+def test_the_nodes_table_names_each_nodes_device_kind() -> None:
+    npu = Node.model_validate(
+        {
+            "name": "npu-node",
+            "skuType": "NPU",
+            "device": "acc.example/npu",
+            "leaves": {"total": 4, "used": 1, "free": 3},
+            "gpus": {"total": 4, "used": 1, "free": 3},
+        }
+    )
+
+    text = shown(nodes_table([npu]))
+
+    assert "DEVICES USED" in text
+    assert "1/4" in text and "x acc.example/npu" in text

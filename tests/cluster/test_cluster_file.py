@@ -313,3 +313,58 @@ def test_a_bad_user_limit_names_each_field() -> None:
     assert "virtualClusters.alpha.userLimit.jobs" in text and "integer >= 0, got 1.5" in text
     assert "virtualClusters.alpha.userLimit.memory: unknown key" in text
     assert "virtualClusters.beta.userLimit" in text and "must be a mapping with gpus" in text
+
+
+def test_a_sku_names_its_device_kind_and_nvidia_gpus_are_the_default() -> None:
+    skus = {
+        "K80": {"gpu": 1, "cpu": 4, "memory": "16Gi"},
+        "NPU": {"gpu": 2, "cpu": 4, "memory": "16Gi", "device": "acc.example/npu"},
+    }
+    cells = {
+        "K80-NODE": {"childCellType": "K80", "childCellNumber": 2, "isNodeLevel": True},
+        "NPU-NODE": {"childCellType": "NPU", "childCellNumber": 2, "isNodeLevel": True},
+    }
+    config = load_cluster(
+        {
+            "skuTypes": skus,
+            "cellTypes": cells,
+            "physicalCells": [
+                {"cellType": "K80-NODE", "cellAddress": "g0"},
+                {"cellType": "NPU-NODE", "cellAddress": "n0"},
+            ],
+            "virtualClusters": {
+                "mixed": {
+                    "virtualCells": [
+                        {"cellType": "K80-NODE", "cellNumber": 1},
+                        {"cellType": "NPU-NODE", "cellNumber": 1},
+                    ]
+                }
+            },
+        }
+    )
+
+    assert config.sku_types["K80"].device == "nvidia.com/gpu"
+    assert config.sku_types["K80"].unit_noun == "GPUs"
+    assert config.sku_types["NPU"].device == "acc.example/npu"
+    assert config.sku_types["NPU"].unit_noun == "acc.example/npu"
+
+
+@pytest.mark.parametrize(
+    ("device", "gpu", "says"),
+    [
+        ("npu", 1, "must be a CDI device kind VENDOR/CLASS"),
+        ("acc.example/n p u", 1, "must be a CDI device kind"),
+        (7, 1, "got 7"),
+        ("amd.com/gpu", 0, "only a SKU with devices"),
+    ],
+)
+def test_a_bad_device_kind_is_named_with_its_path(device: object, gpu: int, says: str) -> None:
+    data = small_cluster(
+        skuTypes={"K80": {"gpu": gpu, "cpu": 4, "memory": "16Gi", "device": device}}
+    )
+
+    with pytest.raises(ClusterConfigError) as raised:
+        load_cluster(data)
+
+    problems = [p for p in raised.value.problems if "skuTypes.K80.device" in p]
+    assert len(problems) == 1 and says in problems[0]

@@ -132,7 +132,7 @@ def vc_table(clusters: Mapping[str, VirtualCluster]) -> Table:
 
 
 def nodes_table(nodes: Sequence[Node]) -> Table:
-    result = table("NODE", "ADDRESS", "STATE", "SKU", "GPUS USED", "CELLS USED", "BY VC", "JOBS")
+    result = table("NODE", "ADDRESS", "STATE", "SKU", "DEVICES USED", "CELLS USED", "BY VC", "JOBS")
     for node in nodes:
         by_vc = Counter(leaf.vc or NONE for leaf in node.usage)
         by_vc.update(gpu.tasks[0].vc or NONE for gpu in node.shared_gpus if gpu.tasks)
@@ -145,12 +145,18 @@ def nodes_table(nodes: Sequence[Node]) -> Table:
             node.address,
             node_state(node),
             node.sku_type or NONE,
-            usage_bar(node.gpus.used, node.gpus.total, width=10),
+            devices_used(node),
             usage_bar(node.leaves.used, node.leaves.total, width=10),
             ", ".join(f"{name} {count}" for name, count in sorted(by_vc.items())) or NONE,
             ", ".join(jobs) or NONE,
         )
     return result
+
+
+def devices_used(node: Node) -> RenderableType:
+    """The node's devices in use, with their kind: `1/2 x amd.com/gpu`."""
+    bar = usage_bar(node.gpus.used, node.gpus.total, width=10)
+    return bar if node.device is None else Group(bar, Text(f"x {node.device}"))
 
 
 def shared_table(nodes: Sequence[Node]) -> Table:

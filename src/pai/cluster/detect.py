@@ -1,9 +1,13 @@
 """Describe machines as a cluster, so `pai up` works without writing a cluster file: this
 machine alone, or the nodes an engine (Ray) reports.
 
-GPUs of this machine come from NVML when the optional `pynvml` package and a driver are present;
-CPUs and memory from psutil. The single VC `default` owns every node. Without GPUs a node's leaf
-cells are CPU slots (one CPU and its share of memory each), so CPU jobs still run.
+NVIDIA GPUs of this machine come from NVML when the optional `pynvml` package and a driver are
+present; other devices from the node's CDI specs (`pai.cluster.cdispecs`: every kind a spec names
+devices 0, 1, ... of, so an AMD GPU, an NPU or a kind PAI has no code for is counted alike); CPUs
+and memory from psutil. A node is of one kind (HiveD gives a node one leaf type): NVIDIA's GPUs
+when NVML finds some, else the kind the specs declare most devices of. The single VC `default`
+owns every node. Without devices a node's leaf cells are CPU slots (one CPU and its share of
+memory each), so CPU jobs still run.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import socket
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from pai.cluster.cdispecs import numbered_devices
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.cluster.model import ClusterConfig
 from pai.cluster.parse import load_cluster
 
@@ -28,8 +35,10 @@ CPU_SKU = "CPU"
 class MachineResources:
     cpus: int
     memory_mb: int
-    gpu_model: str | None  # None: no GPU
+    gpu_model: str | None  # None: no device
     gpu_count: int
+    device_kind: str = DEFAULT_DEVICE_KIND
+    """The CDI kind of the `gpu_count` devices."""
 
 
 def detect_local_cluster(node_name: str | None = None) -> ClusterConfig:
@@ -37,11 +46,34 @@ def detect_local_cluster(node_name: str | None = None) -> ClusterConfig:
     return cluster_for_machine(detect_resources(), node_name or _node_name())
 
 
-def detect_resources() -> MachineResources:
+def detect_resources(cdi_dirs: Sequence[Path] | None = None) -> MachineResources:
     cpus = psutil.cpu_count(logical=True) or 1
     memory_mb = psutil.virtual_memory().total // 2**20
     model, count = _nvml_gpus()
-    return MachineResources(cpus, memory_mb, model, count)
+    if count:
+        return MachineResources(cpus, memory_mb, model, count)
+    kind, count = _cdi_devices(cdi_dirs)
+    if kind is None:
+        return MachineResources(cpus, memory_mb, None, 0)
+    return MachineResources(cpus, memory_mb, sku_model_of(kind), count, kind)
+
+
+def sku_model_of(kind: str) -> str:
+    """The SKU name of devices of `kind` whose model nothing tells: `GPU` for NVIDIA's, else
+    the vendor's first label and the class (`amd-gpu`, `acc-npu`)."""
+    if kind == DEFAULT_DEVICE_KIND:
+        return "GPU"
+    vendor, _, device_class = kind.partition("/")
+    return re.sub(r"[^A-Za-z0-9]+", "-", f"{vendor.split('.')[0]}-{device_class}").strip("-")
+
+
+def _cdi_devices(cdi_dirs: Sequence[Path] | None) -> tuple[str | None, int]:
+    """The kind the node's CDI specs declare most devices of (ties: by name), and how many."""
+    per_kind = {kind: len(devices) for kind, devices in numbered_devices(cdi_dirs).items()}
+    if not per_kind:
+        return None, 0
+    kind = min(per_kind, key=lambda name: (-per_kind[name], name))
+    return kind, per_kind[kind]
 
 
 def cluster_for_machine(machine: MachineResources, node_name: str) -> ClusterConfig:
@@ -111,18 +143,20 @@ def cluster_document(machines: Sequence[Machine]) -> dict[str, Any]:
 @dataclass(frozen=True, order=True)
 class _Sku:
     model: str
-    spec: tuple[tuple[str, int], ...]  # gpu, cpu and memory (MB) of one leaf cell
+    spec: tuple[tuple[str, int | str], ...]  # gpu, cpu, memory (MB) and device of one leaf
 
 
 def _shape(machine: MachineResources) -> tuple[_Sku, int]:
     """(leaf cell, how many the machine has)."""
     if machine.gpu_model is not None and machine.gpu_count > 0:
         leaves = machine.gpu_count
-        spec = {
+        spec: dict[str, int | str] = {
             "gpu": 1,
             "cpu": max(1, machine.cpus // leaves),
             "memory": machine.memory_mb // leaves,
         }
+        if machine.device_kind != DEFAULT_DEVICE_KIND:
+            spec["device"] = machine.device_kind
         return _Sku(machine.gpu_model, tuple(spec.items())), leaves
     leaves = max(1, machine.cpus)
     spec = {"gpu": 0, "cpu": 1, "memory": machine.memory_mb // leaves}

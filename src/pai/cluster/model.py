@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, device_noun
+
 DEFAULT_STOP_GRACE_SECONDS = 10
 """From SIGTERM to SIGKILL when a task is stopped or preempted, unless the cluster file or the job
 says otherwise."""
@@ -28,10 +30,11 @@ class ClusterConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SkuType:
-    """The resources of one leaf cell: a GPU with its share of the node, or a slice of CPUs.
+    """The resources of one leaf cell: a device with its share of the node, or a slice of CPUs.
 
-    `gpu_memory_mb` is the memory of each of the leaf's GPUs (0: not declared), which tasks
-    sharing a GPU may ask a part of.
+    `gpu` counts the leaf's devices, of kind `device` (a CDI kind; NVIDIA GPUs unless the
+    cluster file says otherwise). `gpu_memory_mb` is the memory of each of the leaf's devices
+    (0: not declared), which tasks sharing a device may ask a part of.
     """
 
     name: str
@@ -39,6 +42,7 @@ class SkuType:
     cpu: int
     memory_mb: int
     gpu_memory_mb: int = 0
+    device: str = DEFAULT_DEVICE_KIND
 
     @property
     def shareable(self) -> bool:
@@ -47,8 +51,14 @@ class SkuType:
 
     @property
     def unit_noun(self) -> str:
-        """How messages count this SKU's leaf cells: in GPUs, or in CPUs where it has none."""
-        return "GPUs" if self.gpu > 0 else "CPUs"
+        """How messages count this SKU's leaf cells: in its devices (GPUs, or the kind for
+        another kind), or in CPUs where it has none."""
+        return device_noun(self.device, 2) if self.gpu > 0 else "CPUs"
+
+    @property
+    def unit(self) -> str:
+        """One of what `unit_noun` counts: `GPU`, the kind, or `CPU`."""
+        return device_noun(self.device, 1) if self.gpu > 0 else "CPU"
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,8 @@ class NodeSpec:
     chain: str
     sku_type: str
     leaf_indices: tuple[int, ...]
+    rdma: bool = False
+    """The node has RDMA devices (InfiniBand, RoCE) for the tasks of jobs of several tasks."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +205,11 @@ class ClusterConfig:
     nodes: tuple[NodeSpec, ...]
     pinned_cells: dict[str, PhysicalCellSpec] = field(default_factory=dict)
     stop_grace_seconds: int = DEFAULT_STOP_GRACE_SECONDS  # a job's default SIGTERM grace period
+
+    @cached_property
+    def rdma_nodes(self) -> frozenset[str]:
+        """The names of the nodes that have RDMA devices (`rdma: true`)."""
+        return frozenset(node.name for node in self.nodes if node.rdma)
 
     def chain_sku(self, chain: str) -> SkuType:
         return self.sku_types[self.chains[chain].sku_type]

@@ -2,6 +2,8 @@
 
 Accepted layout (HiveD's, plus `skuTypes` and node addresses):
 
+    skuTypes: {<sku>: {gpu, cpu, memory, gpuMemory, device}}  # device: a CDI kind, e.g. amd.com/gpu
+
     physicalCluster: {skuTypes, cellTypes, physicalCells}   # or these three keys at the top level
     virtualClusters: {<vc>: {virtualCells: [...], pinnedCells: [...], userLimit: {...}}}
     podGracefulDeletionTimeoutSec: 10     # optional, OpenPAI's name: SIGTERM to SIGKILL, seconds
@@ -11,6 +13,8 @@ Defaults, written down here because the scheduler and the executors rely on them
   is `<parent address>/<own address>`;
 - leaves under a node are numbered 0..n-1 in file order unless a leaf gives an integer
   `cellAddress` (that number is the GPU index handed to the task);
+- a node-level cell may say `rdma: true`: the node has InfiniBand/RoCE devices that the tasks of
+  jobs of several tasks get (`pai.executors.isolation.runtime.rdma_arguments`);
 - a node-level cell's `cellAddress` is the node's name (required, unique); its `nodeAddress` (or
   `address`) is where tasks on it are reached. Either every node sets one or none does: then node
   number i (0-based, file order) gets the i+1-th loopback address (127.0.0.1, 127.0.0.2, ...), so
@@ -29,6 +33,7 @@ from pathlib import Path as FilePath
 
 import yaml
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, kind_problem
 from pai.cluster.model import (
     DEFAULT_STOP_GRACE_SECONDS,
     CellType,
@@ -123,6 +128,7 @@ class _Builder:
         self.tops: list[_RawCell] = []
         self.pinned: dict[str, Path] = {}
         self.declared_cell_types: set[str] = set()
+        self._rdma_nodes: set[str] = set()
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(f"{self.located.where(path)}: {message}")
@@ -149,6 +155,7 @@ class _Builder:
                 address=node_addresses[cell.node_name],
                 chain=top.cell_type,
                 sku_type=self.chains[top.cell_type].sku_type,
+                rdma=cell.node_name in self._rdma_nodes,
                 leaf_indices=tuple(
                     leaf.leaf_index for leaf in cell.leaves() if leaf.leaf_index is not None
                 ),
@@ -223,19 +230,33 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 self.problem(here, "must be a mapping with gpu, cpu and memory")
                 continue
-            self._unknown_keys(spec, here, {"gpu", "cpu", "memory", "gpuMemory"})
+            self._unknown_keys(spec, here, {"gpu", "cpu", "memory", "gpuMemory", "device"})
             gpu = self._count(spec.get("gpu", 0), (*here, "gpu"), minimum=0)
             cpu = self._count(spec.get("cpu", 0), (*here, "cpu"), minimum=0)
             memory = self._memory(spec.get("memory", 0), (*here, "memory"))
             gpu_memory = self._memory(spec.get("gpuMemory", 0), (*here, "gpuMemory"))
+            device = self._device_kind(spec, here, gpu)
             if gpu is None or cpu is None:
                 continue
             if gpu == 0 and cpu == 0 and memory == 0:
                 self.problem(here, "a SKU must provide some gpu, cpu or memory per leaf cell")
             if gpu_memory and gpu == 0:
                 self.problem((*here, "gpuMemory"), "only a SKU with GPUs can declare gpuMemory")
-            skus[str(name)] = SkuType(str(name), gpu, cpu, memory, gpu_memory)
+            skus[str(name)] = SkuType(str(name), gpu, cpu, memory, gpu_memory, device)
         return skus
+
+    def _device_kind(self, spec: Mapping[str, object], path: Path, gpu: int | None) -> str:
+        """The SKU's device kind (`device`, a CDI kind), the default when absent or wrong (the
+        problem is recorded)."""
+        if "device" not in spec:
+            return DEFAULT_DEVICE_KIND
+        device = spec["device"]
+        if (problem := kind_problem(device)) is not None:
+            self.problem((*path, "device"), problem)
+            return DEFAULT_DEVICE_KIND
+        if gpu == 0:
+            self.problem((*path, "device"), "only a SKU with devices (gpu: 1 or more) has a kind")
+        return str(device)
 
     def _memory(self, value: object, path: Path) -> int:
         try:
@@ -368,7 +389,7 @@ class _Builder:
         cell_type = chain.type_at(level)
         keys = {"cellType", "cellAddress", "pinnedCellId", "cellChildren"}
         if level == chain.node_level:
-            keys |= {"nodeAddress", "address"}
+            keys |= {"nodeAddress", "address", "rdma"}
         self._unknown_keys(item, path, keys)
         declared = item.get("cellType")
         if declared is not None and declared != cell_type:
@@ -417,6 +438,11 @@ class _Builder:
                     )
                 else:
                     cell.node_address = raw_address.strip()
+            rdma = item.get("rdma", False)
+            if not isinstance(rdma, bool):
+                self.problem((*path, "rdma"), f"must be true or false, got {rdma!r}")
+            elif rdma:
+                self._rdma_nodes.add(node_name)
         children = item.get("cellChildren")
         if level == 1:
             if children is not None:

@@ -15,6 +15,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.executors.isolation.images import RegistryAuth
 from pai.executors.isolation.mounts import Mount
 from pai.runtime.classification import Classification, ExitCode
@@ -70,6 +71,10 @@ class TaskLaunch:
     log_dir: Path
     memory_mb: int | None = None
     gpus: Sequence[int] = ()
+    """The node's devices the task has (their indices), of kind `device_kind`."""
+    device_kind: str = DEFAULT_DEVICE_KIND
+    rdma: bool = False
+    """Give the task the node's RDMA devices and an unlimited locked-memory limit."""
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
     docker_image: str | None = None
     mounts: tuple[Mount, ...] = ()

@@ -101,6 +101,7 @@ class _Tracked:
             limit,
             record.gpus,
             in_container=container is not None,
+            device_kind=record.device_kind,
         )
 
 

@@ -213,6 +213,7 @@ class _Live(Collector):
         yield from self._jobs()
         yield from self._vcs()
         yield from self._gpus()
+        yield self._devices()
         disk = shutil.disk_usage(self._home)
         yield GaugeMetricFamily(
             "pai_home_disk_free_bytes", "Free bytes on the disk of $PAI_HOME.", value=disk.free
@@ -292,6 +293,26 @@ class _Live(Collector):
                     shares.add_metric([*labels, node.name, gpu], share.milli / GPU_MILLI)
         yield allocated
         yield shares
+
+    def _devices(self) -> Metric:
+        """Each node's devices of its SKU's kind (NVIDIA GPUs, AMD GPUs, NPUs ...)."""
+        devices = GaugeMetricFamily(
+            "pai_node_devices",
+            "A node's devices, labelled by their CDI kind: total, used (held whole) and free.",
+            labels=["node", "device", "kind"],
+        )
+        cluster = self._controller.cluster
+        for node in self._controller.snapshot().nodes:
+            sku = cluster.sku_types[node.sku_type]
+            if sku.gpu == 0:
+                continue
+            for kind, leaves in (
+                ("total", node.total_leaves),
+                ("used", node.used_leaves),
+                ("free", node.free_leaves),
+            ):
+                devices.add_metric([node.name, sku.device, kind], leaves * sku.gpu)
+        return devices
 
     def _vcs(self) -> Iterator[Metric]:
         gpus = GaugeMetricFamily(

@@ -596,7 +596,14 @@ class Controller:
         self, job: ActiveJob, group: GroupRequest, placement: Placement, now: float
     ) -> None:
         try:
-            placed = assign_ports(job, placement.pods, self._ports, self.executor.isolation_on)
+            placed = assign_ports(
+                job,
+                placement.pods,
+                self._ports,
+                self.executor.isolation_on,
+                self.scheduler.cluster.chain_sku(placement.chain).device,
+                self.scheduler.cluster.rdma_nodes,
+            )
         except PortsExhaustedError as exhausted:
             self.scheduler.release(group.name)
             self._owners.pop(group.name, None)

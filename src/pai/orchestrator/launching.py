@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.executors.base import TaskLaunch
 from pai.executors.isolation.images import RegistryAuth
 from pai.executors.isolation.policy import CONTAINER
@@ -24,14 +25,18 @@ def assign_ports(
     pods: tuple[PodPlacement, ...],
     ports: PortAllocator,
     isolation_on: Callable[[str], str],
+    device_kind: str = DEFAULT_DEVICE_KIND,
+    rdma_nodes: frozenset[str] = frozenset(),
 ) -> dict[fw.TaskKey, dict[str, Any]]:
     """Hold ports for each placed pod and describe where and how its task runs (kept with the
-    attempt): node, address, GPUs, ports, the image asked for and what isolates the task on
-    its node (`isolation_on(node)`).
+    attempt): node, address, devices (of `device_kind`, the SKU's CDI kind), ports, the image
+    asked for and what isolates the task on its node (`isolation_on(node)`); on a node of
+    `rdma_nodes`, the task of a job of several tasks is given the node's RDMA devices.
 
     All or nothing: if one task's ports run out, the ports of the others are given back.
     """
     placed: dict[fw.TaskKey, dict[str, Any]] = {}
+    several = sum(role.instances for role in job.spec.task_roles.values()) > 1
     try:
         for pod in pods:
             task = (pod.role, pod.index)
@@ -46,6 +51,8 @@ def assign_ports(
                 "node": pod.node,
                 "address": pod.address,
                 "gpus": list(pod.leaf_indices) if _uses_gpus(job, pod.role) else [],
+                **({} if device_kind == DEFAULT_DEVICE_KIND else {"deviceKind": device_kind}),
+                **({"rdma": True} if several and pod.node in rdma_nodes else {}),
                 "leaves": list(pod.leaf_indices),
                 **share_fields(pod.share),
                 "ports": held,
@@ -125,6 +132,8 @@ def build_launch(
         log_dir=directory / "logs",
         memory_mb=resources.memory_mb,
         gpus=tuple(where["gpus"]),
+        device_kind=where.get("deviceKind", DEFAULT_DEVICE_KIND),
+        rdma=bool(where.get("rdma")),
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
         docker_image=_image_uri(job, task[0]),
         stop_grace_seconds=job.spec.extras.pod_graceful_deletion_timeout_sec,
@@ -162,6 +171,7 @@ def _task_placement(where: Mapping[str, Any] | None) -> TaskPlacement:
         ports={label: tuple(numbers) for label, numbers in where["ports"].items()},
         gpu_milli=where.get("gpuMilli"),
         gpu_memory_mb=where.get("gpuMemoryMB"),
+        device_kind=where.get("deviceKind", DEFAULT_DEVICE_KIND),
     )
 
 

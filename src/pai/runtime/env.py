@@ -22,8 +22,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.protocol import JobSpec
 from pai.protocol.taskrole import GPU_MILLI
+from pai.runtime.devices import device_env
 
 FC_NAMESPACE = "default"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -82,6 +84,8 @@ class TaskPlacement:
     ports: Mapping[str, Sequence[int]] = field(default_factory=dict)
     gpu_milli: int | None = None
     gpu_memory_mb: int | None = None
+    device_kind: str = DEFAULT_DEVICE_KIND
+    """The CDI kind of `gpus` (the SKU's `device`)."""
 
 
 def roles_from_spec(spec: JobSpec) -> list[RoleInfo]:
@@ -125,7 +129,7 @@ def build_task_env(
     env = _static_env(job, roles, by_name[role], index)
     env.update(_peer_env(roles, placements))
     env.update(_own_container_env(me, working_dir))
-    env.update(_gpu_env(me.gpus))
+    env.update(device_env(me.device_kind, me.gpus))
     env.update(_gpu_share_env(me))
     env.update(_framework_controller_env(job, role, index, task_attempt))
     if previous_working_dir is not None:
@@ -238,26 +242,19 @@ def _own_container_env(me: TaskPlacement, working_dir: str) -> dict[str, str]:
     return env
 
 
-def _gpu_env(gpus: Sequence[int]) -> dict[str, str]:
-    """GPU isolation: a task without GPUs must not see any (OpenPAI sets `none` for gpu=0)."""
-    if not gpus:
-        return {"NVIDIA_VISIBLE_DEVICES": "none", "CUDA_VISIBLE_DEVICES": ""}
-    visible = ",".join(str(gpu) for gpu in gpus)
-    return {"NVIDIA_VISIBLE_DEVICES": visible, "CUDA_VISIBLE_DEVICES": visible}
-
-
 def _gpu_share_env(me: TaskPlacement) -> dict[str, str]:
     """A share of one GPU: how much of it, and the matching MPS per-client limits."""
     if me.gpu_milli is None:
         return {}
-    env = {
-        "PAI_GPU_FRACTION": f"{me.gpu_milli / GPU_MILLI:g}",
-        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(max(1, math.ceil(me.gpu_milli / 10))),
-    }
+    mps = me.device_kind == DEFAULT_DEVICE_KIND  # MPS limits mean something to CUDA only
+    env = {"PAI_GPU_FRACTION": f"{me.gpu_milli / GPU_MILLI:g}"}
+    if mps:
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(me.gpu_milli / 10)))
     if me.gpu_memory_mb:
         env["PAI_GPU_MEMORY_MB"] = str(me.gpu_memory_mb)
-        # The limit is per device as the task numbers them: it sees its one GPU as device 0.
-        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={me.gpu_memory_mb}M"
+        if mps:
+            # The limit is per device as the task numbers them: it sees its one GPU as device 0.
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={me.gpu_memory_mb}M"
     return env
 
 

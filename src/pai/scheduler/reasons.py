@@ -63,7 +63,7 @@ def topology(
     owner: str, sku: SkuType, sizes: Sequence[int], node_size: int, free: int, largest: int
 ) -> WaitReason:
     noun = sku.unit_noun
-    unit = "GPU" if sku.gpu > 0 else "CPU"
+    unit = sku.unit
     distinct = sorted(set(sizes))
     if distinct == [node_size]:
         count = len(sizes)

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, device_noun
 from pai.cluster.model import ClusterConfig, SkuType
 from pai.scheduler.admission import CapacityIndex
 from pai.scheduler.types import GpuShare, GroupRequest, PodRequest
@@ -285,7 +286,8 @@ def _placement_target(
     usable = [sku for sku in skus if all(_lacking(role, sku) is None for role in members)]
     if not usable:
         offers = ", ".join(
-            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)})" for sku in skus
+            f"'{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb, sku.device)})"
+            for sku in skus
         )
         raise RequestRefused(
             [
@@ -307,7 +309,7 @@ def _asks(members: list[_Role]) -> str:
 
 def _held(sku: SkuType, leaves: int) -> str:
     """What `leaves` leaf cells of `sku` hold together."""
-    return _amounts(leaves * sku.gpu, leaves * sku.cpu, leaves * sku.memory_mb)
+    return _amounts(leaves * sku.gpu, leaves * sku.cpu, leaves * sku.memory_mb, sku.device)
 
 
 def _lacking(role: _Role, sku: SkuType) -> str | None:
@@ -349,7 +351,8 @@ def _leaf_cells(role: _Role, sku: SkuType) -> int:
         raise RequestRefused(
             [
                 f"extras.hivedScheduler.taskRoles.{role.name}.skuNum: {role.sku_num} leaf "
-                f"cell(s) of SKU '{sku.name}' ({_amounts(sku.gpu, sku.cpu, sku.memory_mb)} "
+                f"cell(s) of SKU '{sku.name}' "
+                f"({_amounts(sku.gpu, sku.cpu, sku.memory_mb, sku.device)} "
                 f"each) hold less than the resourcePerInstance of task role '{role.name}' "
                 f"({_amounts(role.gpu, role.cpu, role.memory_mb)}), which needs {needed}; "
                 "raise skuNum or lower resourcePerInstance"
@@ -358,8 +361,8 @@ def _leaf_cells(role: _Role, sku: SkuType) -> int:
     return role.sku_num
 
 
-def _amounts(gpu: float, cpu: int, memory_mb: int) -> str:
-    """`1 GPU, 8 CPUs and 61440 MB of memory` (`0.25 GPU ...` for a share)."""
-    gpus = "GPU" if 0 < gpu <= 1 else "GPUs"
+def _amounts(gpu: float, cpu: int, memory_mb: int, kind: str = DEFAULT_DEVICE_KIND) -> str:
+    """`1 GPU, 8 CPUs and 61440 MB of memory` (`0.25 GPU ...` for a share; devices of another
+    kind by their kind: `1 acc.example/npu, ...`)."""
     cpus = "CPU" if cpu == 1 else "CPUs"
-    return f"{gpu} {gpus}, {cpu} {cpus} and {memory_mb} MB of memory"
+    return f"{gpu} {device_noun(kind, gpu)}, {cpu} {cpus} and {memory_mb} MB of memory"

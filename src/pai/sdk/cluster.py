@@ -151,6 +151,9 @@ class Node(ApiModel):
     """alive, gone (not in the engine's cluster) or bad (there, but unable to take tasks)."""
     engine_message: str = ""
     sku_type: str | None = None
+    device: str | None = None
+    """The CDI kind of the node's devices (`nvidia.com/gpu`, `amd.com/gpu` ...), which `gpus`
+    counts; None without devices."""
     leaves: Counts = Field(default_factory=Counts)
     gpus: Counts = Field(default_factory=Counts)
     usage: list[LeafUsage] = Field(default_factory=list)
@@ -163,6 +166,8 @@ class SkuType(ApiModel):
     gpu: float = 0
     cpu: float = 0
     memory: float = 0
+    device: str | None = None
+    """The CDI kind of its devices; None for a SKU without."""
 
 
 class ClusterApi(ApiBase):

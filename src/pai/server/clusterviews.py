@@ -76,9 +76,14 @@ class NodeVcUsage(BaseModel):
 class SkuTypeInfo(BaseModel):
     """What one leaf cell of the SKU holds."""
 
-    gpu: int
+    gpu: int = Field(description="Devices, of kind `device`.")
     cpu: int
     memory: int = Field(description="MB")
+    device: str | None = Field(
+        default=None,
+        description="The CDI kind of its devices (nvidia.com/gpu, amd.com/gpu ...); "
+        "null for a SKU without devices.",
+    )
 
 
 class Counts(BaseModel):
@@ -124,6 +129,10 @@ class NodeInfo(BaseModel):
     )
     engineMessage: str = Field(description="Why the node is not alive; empty when it is.")
     skuType: str
+    device: str | None = Field(
+        default=None,
+        description="The CDI kind of the node's devices, which `gpus` counts; null without.",
+    )
     leaves: Counts
     gpus: Counts
     usage: list[LeafUsage] = Field(description="The leaf cells a job holds whole.")
@@ -220,6 +229,7 @@ class ClusterView:
                     engineState=engine.condition,
                     engineMessage=engine.message,
                     skuType=node.sku_type,
+                    device=_kind(self._cluster.sku_types[node.sku_type]),
                     leaves=Counts(
                         total=node.total_leaves, used=node.used_leaves, free=node.free_leaves
                     ),
@@ -272,7 +282,7 @@ class ClusterView:
             else {sku.name for sku, _ in self._guaranteed(self._vc_spec(vc))}
         )
         return {
-            name: SkuTypeInfo(gpu=sku.gpu, cpu=sku.cpu, memory=sku.memory_mb)
+            name: SkuTypeInfo(gpu=sku.gpu, cpu=sku.cpu, memory=sku.memory_mb, device=_kind(sku))
             for name, sku in sorted(self._cluster.sku_types.items())
             if name in names
         }
@@ -383,3 +393,7 @@ def _job_of(group: str) -> str:
 
 def _percent(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+def _kind(sku: SkuType) -> str | None:
+    return sku.device if sku.gpu > 0 else None

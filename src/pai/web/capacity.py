@@ -1,10 +1,12 @@
-"""Capacity as the portal shows it: used out of total, in GPUs, or in CPU slots (leaf cells)
-on a cluster without GPUs, read from the API's cluster view."""
+"""Capacity as the portal shows it: used out of total, in devices (GPUs, or the kind of a
+cluster of other devices, e.g. `acc.example/npu`), or in CPU slots (leaf cells) on a cluster
+without devices, read from the API's cluster view."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.server.clusterviews import ClusterView, NodeInfo, VirtualClusterInfo
 from pai.server.context import ServerContext
 
@@ -13,6 +15,16 @@ def has_gpus(context: ServerContext) -> bool:
     """Whether the cluster has GPUs (else capacity is counted in CPU slots)."""
     cluster = context.control_plane.cluster
     return any(sku.gpu > 0 for sku in cluster.sku_types.values())
+
+
+def device_unit(context: ServerContext) -> str:
+    """What the cluster's devices are called: GPUs (NVIDIA's, the default kind), the one kind
+    it has, or `devices` where it mixes kinds."""
+    cluster = context.control_plane.cluster
+    kinds = {sku.device for sku in cluster.sku_types.values() if sku.gpu > 0}
+    if kinds <= {DEFAULT_DEVICE_KIND}:
+        return "GPUs"
+    return kinds.pop() if len(kinds) == 1 else "devices"
 
 
 @dataclass(frozen=True)
@@ -35,15 +47,20 @@ class Capacity:
 
     view: ClusterView
     gpus: bool
-    """True: counted in GPUs; False: in CPU slots (the cluster has no GPUs)."""
+    """True: counted in devices; False: in CPU slots (the cluster has no devices)."""
+    device_unit: str = "GPUs"
 
     @classmethod
     def of(cls, context: ServerContext) -> Capacity:
-        return cls(ClusterView.of(context.control_plane), gpus=has_gpus(context))
+        return cls(
+            ClusterView.of(context.control_plane),
+            gpus=has_gpus(context),
+            device_unit=device_unit(context),
+        )
 
     @property
     def unit(self) -> str:
-        return "GPUs" if self.gpus else "CPU slots"
+        return self.device_unit if self.gpus else "CPU slots"
 
     def guaranteed(self, vc: VirtualClusterInfo) -> Usage:
         """What the VC's guaranteed jobs use of its guarantee."""

@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND as NVIDIA
 from pai.executors.isolation.images import RegistryAuth, auth_file, full_name, pulled_every_time
 from pai.executors.isolation.mounts import Mount
 from pai.executors.isolation.policy import IsolationError, IsolationPolicy
-from pai.executors.isolation.runtime import ContainerError, bind_option, gpu_arguments
+from pai.executors.isolation.runtime import (
+    ContainerError,
+    bind_option,
+    device_arguments,
+    may_raise_limits,
+    rdma_arguments,
+)
 
 
 @pytest.mark.parametrize(
@@ -75,12 +82,15 @@ def test_credentials_without_a_registry_are_for_the_images_own(tmp_path: Path) -
 def test_gpus_are_asked_for_by_cdi_name_where_the_node_has_nvidias_cdi_spec(tmp_path: Path) -> None:
     cdi = tmp_path / "cdi"
     cdi.mkdir()
-    (cdi / "nvidia.yaml").write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n")
+    devices = "".join(f"  - name: '{index}'\n" for index in range(4))
+    (cdi / "nvidia.yaml").write_text(
+        f"cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n{devices}"
+    )
 
-    options, env = gpu_arguments([2, 3], cdi_dirs=[cdi], devices=tmp_path / "dev")
+    options, env = device_arguments(NVIDIA, [2, 3], cdi_dirs=[cdi], dev=tmp_path / "dev")
 
     assert options == ["--device=nvidia.com/gpu=2", "--device=nvidia.com/gpu=3"]
-    assert env == {"NVIDIA_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1"}  # NVIDIA_VISIBLE_DEVICES keeps node indices
 
 
 def test_without_cdi_the_gpus_device_nodes_and_the_drivers_are_passed(tmp_path: Path) -> None:
@@ -89,26 +99,61 @@ def test_without_cdi_the_gpus_device_nodes_and_the_drivers_are_passed(tmp_path: 
     for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
         (dev / name).touch()
 
-    options, env = gpu_arguments([1], cdi_dirs=[tmp_path / "none"], devices=dev)
+    options, env = device_arguments(NVIDIA, [1], cdi_dirs=[tmp_path / "none"], dev=dev)
 
     assert options == [
         f"--device={dev / 'nvidia1'}",
         f"--device={dev / 'nvidiactl'}",
         f"--device={dev / 'nvidia-uvm'}",
     ]
-    assert env["NVIDIA_VISIBLE_DEVICES"] == "1"  # for the NVIDIA container toolkit's hook
-    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # inside, its one GPU is the first
+    assert env == {"CUDA_VISIBLE_DEVICES": "0"}  # inside, its one GPU is the first
 
 
 def test_gpus_declared_but_absent_give_only_the_variables(tmp_path: Path) -> None:
-    options, env = gpu_arguments([0, 5], cdi_dirs=[], devices=tmp_path)
+    options, env = device_arguments(NVIDIA, [0, 5], cdi_dirs=[], dev=tmp_path)
 
     assert options == []
-    assert env == {"NVIDIA_VISIBLE_DEVICES": "0,5", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1"}
 
 
 def test_a_task_without_gpus_is_given_none() -> None:
-    assert gpu_arguments([]) == ([], {})
+    assert device_arguments(NVIDIA, []) == ([], {})
+
+
+def test_any_kind_with_a_cdi_spec_is_asked_for_by_cdi_name_alone(tmp_path: Path) -> None:
+    (tmp_path / "npu.json").write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.5.0",
+                "kind": "acc.example/npu",
+                "devices": [
+                    {"name": str(i), "containerEdits": {"env": [f"N={i}"]}} for i in (0, 1)
+                ],
+            }
+        )
+    )
+
+    options, env = device_arguments("acc.example/npu", [1], cdi_dirs=[tmp_path])
+
+    assert options == ["--device=acc.example/npu=1"]
+    assert env == {}  # a kind PAI has no code for gets what its spec says, nothing more
+
+
+def test_a_known_vendors_library_numbers_the_containers_devices_from_0(tmp_path: Path) -> None:
+    (tmp_path / "amd.yaml").write_text(
+        "cdiVersion: 0.5.0\nkind: amd.com/gpu\ndevices:\n  - name: '3'\n  - name: '6'\n"
+    )
+
+    options, env = device_arguments("amd.com/gpu", [3, 6], cdi_dirs=[tmp_path])
+
+    assert options == ["--device=amd.com/gpu=3", "--device=amd.com/gpu=6"]
+    assert env == {"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0,1"}
+
+
+def test_a_device_the_nodes_spec_lacks_is_not_asked_for_by_cdi_name(tmp_path: Path) -> None:
+    (tmp_path / "npu.yaml").write_text("kind: acc.example/npu\ndevices:\n  - name: '0'\n")
+
+    assert device_arguments("acc.example/npu", [0, 1], cdi_dirs=[tmp_path]) == ([], {})
 
 
 def test_mount_options_carry_read_only_and_refuse_what_they_cannot_say() -> None:
@@ -132,3 +177,19 @@ def test_bad_isolation_settings_are_refused_with_the_setting_named(
 ) -> None:
     with pytest.raises(IsolationError, match=message):
         IsolationPolicy(**policy)  # type: ignore[arg-type]
+
+
+def test_rdma_brings_every_infiniband_device_and_unlimited_locked_memory(tmp_path: Path) -> None:
+    infiniband = tmp_path / "infiniband"
+    infiniband.mkdir()
+    for name in ("uverbs1", "rdma_cm", "uverbs0"):
+        (infiniband / name).touch()
+    memlock = ["--ulimit=memlock=-1:-1"] if may_raise_limits() else []
+
+    assert rdma_arguments(tmp_path) == [
+        f"--device={infiniband / 'rdma_cm'}",
+        f"--device={infiniband / 'uverbs0'}",
+        f"--device={infiniband / 'uverbs1'}",
+        *memlock,
+    ]
+    assert rdma_arguments(tmp_path / "elsewhere") == memlock

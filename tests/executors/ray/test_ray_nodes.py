@@ -192,3 +192,30 @@ def test_the_described_cluster_is_a_cluster_file_to_start_from() -> None:
 
     assert text.startswith("# PAI's cluster, described from the live Ray nodes")
     assert load_cluster(yaml.safe_load(text)) == cluster_from_ray(nodes)
+
+
+def test_rays_accelerator_resources_become_device_kinds() -> None:
+    nodes = [
+        ray_node("10.0.0.1", name="ascend", CPU=8, NPU=8, **{"accelerator_type:Ascend910B": 1}),
+        ray_node("10.0.0.2", name="gaudi", CPU=8, HPU=4),
+        ray_node("10.0.0.3", name="trn", CPU=8, neuron_cores=32),
+        ray_node(
+            "10.0.0.4", name="mi300", CPU=8, GPU=2, **{"accelerator_type:AMD-Instinct-MI300X": 1}
+        ),
+        ray_node("10.0.0.5", name="h100", CPU=8, GPU=2, **{"accelerator_type:H100": 1}),
+    ]
+
+    cluster = cluster_from_ray(nodes)
+
+    kinds = {
+        node.name: (cluster.sku_types[node.sku_type].device, len(node.leaf_indices))
+        for node in cluster.nodes
+    }
+    assert kinds == {
+        "ascend": ("huawei.com/npu", 8),
+        "gaudi": ("habana.ai/gaudi", 4),
+        "trn": ("aws.amazon.com/neuroncore", 32),
+        "mi300": ("amd.com/gpu", 2),
+        "h100": ("nvidia.com/gpu", 2),
+    }
+    assert nodes[1].describe() == "4 x habana.ai/gaudi, 8 CPUs and 16384 MB"

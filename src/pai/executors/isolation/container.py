@@ -45,8 +45,9 @@ from pai.executors.isolation.runtime import (
     SCRIPT_FD,
     ContainerError,
     ContainerLimits,
-    gpu_arguments,
+    device_arguments,
     inspect_exit,
+    rdma_arguments,
     remove,
     run_command,
 )
@@ -221,9 +222,11 @@ class ContainerRun:
 
     def _run(self, binds: list[Mount]) -> None:
         record, plan = self._record, self._plan
-        gpu_options, gpu_env = gpu_arguments(record.gpus)
+        device_options, device_env = device_arguments(record.device_kind, record.gpus)
+        if record.rdma:
+            device_options += rdma_arguments()
         env_file = self._files.path(ENV_FILE)
-        _write_env_file(env_file, {**record.env, **gpu_env})
+        _write_env_file(env_file, {**record.env, **device_env})
         pidfile, monitor_file = self._files.path(PID_FILE), self._files.path(MONITOR_PID_FILE)
         try:
             command = run_command(
@@ -240,7 +243,7 @@ class ContainerRun:
                     shm_mb=record.shm_mb,
                     pids=plan.pids_limit,
                 ),
-                gpu_arguments=gpu_options,
+                device_arguments=device_options,
                 pidfile=pidfile,
                 conmon_pidfile=monitor_file,
             )

@@ -25,12 +25,30 @@ from typing import IO
 
 import psutil
 
+from pai.cluster.cdispecs import host_nodes
 from pai.executors.isolation.mounts import Mount, mount_command, read_report
 from pai.executors.node.proctree import child_pids, tree_resident_bytes
 from pai.executors.node.taskfiles import Exited, LaunchRecord, ProcessIdentity
 
 KILL_RETRY_INTERVAL = 0.05
 KILL_TIMEOUT = 30.0  # a process in uninterruptible sleep ignores SIGKILL until it wakes
+
+
+def device_groups(kind: str, devices: Sequence[int]) -> list[int]:
+    """The groups a task user needs to open the device nodes that the node's CDI specs list
+    for its `devices` of `kind`: each node's group where it lets its group read and write
+    (as `render` and `video` do for AMD's and Intel's GPUs). This is what PAI may hand over
+    on the host: a group opens every node it owns, so tasks on the host share a node's
+    devices of a kind (containers do not)."""
+    groups = []
+    for node in host_nodes(kind, [str(device) for device in devices]):
+        try:
+            status = node.stat()
+        except OSError:
+            continue
+        if status.st_mode & 0o060 == 0o060:
+            groups.append(status.st_gid)
+    return sorted(set(groups))
 
 
 class HostRun:
@@ -88,6 +106,7 @@ class HostRun:
                 env,
                 hide=hidden,
                 user=(user.uid, user.gid) if user else None,
+                groups=device_groups(record.device_kind, record.gpus) if user else (),
             )
             command = prefix + command
         try:

@@ -20,7 +20,8 @@ A host task that runs as an unprivileged user while PAI runs as root also gets a
 directory: the nearest folder above PAI's state that the user could not pass (or PAI's home
 itself), covered by an empty tmpfs before the mounts are made, so that the task's own
 directories, bound back at their paths, are all it sees of it. Then this process becomes that
-user (no supplementary groups) and execs the command.
+user (no supplementary groups but those that open the task's device nodes) and execs the
+command.
 
 The outcome reaches the supervisor through REPORT_FD, which is closed on exec: the supervisor
 reads nothing when every mount was made, and `transient: why` or `permanent: why` when one
@@ -86,6 +87,7 @@ def mount_command(
     *,
     hide: str | None = None,
     user: tuple[int, int] | None = None,
+    groups: Sequence[int] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """The argv prefix that runs a command with `mounts` made under a hidden `hide`, as
     `user` (uid, gid) when given (see the module docstring), and the environment to start it
@@ -96,6 +98,7 @@ def mount_command(
         "pythonpath": env.get(PYTHONPATH),
         "hide": hide,
         "user": list(user) if user else None,
+        "groups": list(groups),
     }
     argv = [
         sys.executable,
@@ -163,9 +166,10 @@ def _open_source(mount: Mount) -> int:
     return os.open(prepare_source(mount), os.O_PATH | os.O_DIRECTORY)
 
 
-def _become(uid: int, gid: int) -> None:
-    """Drop every privilege for the user `uid`: no supplementary groups, no way back."""
-    os.setgroups([])
+def _become(uid: int, gid: int, groups: Sequence[int] = ()) -> None:
+    """Drop every privilege for the user `uid`: no supplementary groups but `groups` (those
+    that open the task's device nodes), no way back."""
+    os.setgroups(list(groups))
     os.setgid(gid)
     os.setuid(uid)
 
@@ -272,7 +276,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         make_mounts([Mount(**entry) for entry in request["mounts"]], request.get("hide"))
         if request.get("user"):
-            _become(*request["user"])
+            uid, gid = request["user"]
+            _become(uid, gid, request.get("groups") or ())
     except MountFailed as failed:
         kind = TRANSIENT if failed.transient else PERMANENT
         os.write(report_fd, f"{kind}: {failed}".encode())

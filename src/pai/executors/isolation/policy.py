@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pai.cluster.cdispecs import CDI_DIRS_VARIABLE
 from pai.executors.isolation.runtimecheck import RECHECK_SECONDS, trivial_container_problem
 
 CONTAINER = "container"
@@ -44,9 +45,10 @@ RUNTIME_ENV = (
     "XDG_RUNTIME_DIR",
     "XDG_CONFIG_HOME",
     "TMPDIR",
+    CDI_DIRS_VARIABLE,
 )
-"""The runtime's own configuration, as the administrator points to it: passed to the runtime's
-processes, never into a task."""
+"""The runtime's own configuration, as the administrator points to it (and where the node's CDI
+specs are, `pai.cluster.cdispecs`): passed to the runtime's processes, never into a task."""
 
 
 class IsolationError(ValueError):

@@ -3,7 +3,7 @@ and what is asked of the runtime about it afterwards.
 
 A task's container runs on the host's network (as OpenPAI's did, so that `PAI_*` addresses and
 ports mean the same inside and out), with the job's limits (memory, CPU, shared memory, process
-count), only the GPUs the scheduler chose, and no host path but the task's working directory,
+count), only the devices the scheduler chose, and no host path but the task's working directory,
 its previous attempt's (read-only) and its storages, each at the path it has on the node.
 Everything else (the OCI runtime, cgroup manager, ulimits, registries, capabilities) is the
 runtime's own configuration, as the node's administrator set it.
@@ -27,8 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pai.cluster.cdispecs import declared_devices
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, device_name
 from pai.executors.isolation.mounts import Mount
 from pai.executors.node.taskfiles import Exited
+from pai.runtime.devices import visible_indices_in_container
 
 SCRIPT_FD, STARTED_FD, STDOUT_FD, STDERR_FD = 3, 4, 5, 6
 PRESERVED_FDS = 4
@@ -50,9 +53,9 @@ if [ -n "$pai_stopping" ]; then
 fi
 exit "$pai_status"
 """
-CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
-NVIDIA_GPU_KIND = "nvidia.com/gpu"
 NVIDIA_CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+CAP_SYS_RESOURCE = 24
+UNLIMITED_MEMLOCK = "--ulimit=memlock=-1:-1"
 _NAME_ALPHABET = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -86,7 +89,7 @@ def run_command(
     working_dir: Path,
     binds: Sequence[Mount],
     limits: ContainerLimits,
-    gpu_arguments: Sequence[str],
+    device_arguments: Sequence[str],
     pidfile: Path,
     conmon_pidfile: Path,
 ) -> list[str]:
@@ -127,7 +130,7 @@ def run_command(
         command += ["--shm-size", f"{limits.shm_mb}m"]
     if limits.pids:
         command += ["--pids-limit", str(limits.pids)]
-    command += [*gpu_arguments, "--entrypoint", "/bin/sh", image, "-c", BOOT]
+    command += [*device_arguments, "--entrypoint", "/bin/sh", image, "-c", BOOT]
     return command
 
 
@@ -143,47 +146,61 @@ def bind_option(bind: Mount) -> str:
     return option + (",ro=true" if bind.read_only else "")
 
 
-def gpu_arguments(
-    gpus: Sequence[int], *, cdi_dirs: Sequence[Path] = CDI_DIRS, devices: Path = Path("/dev")
+def device_arguments(
+    kind: str,
+    devices: Sequence[int],
+    *,
+    cdi_dirs: Sequence[Path] | None = None,
+    dev: Path = Path("/dev"),
 ) -> tuple[list[str], dict[str, str]]:
-    """The runtime arguments that give a container the node's GPUs `gpus`, and the variables
-    its task sees. With NVIDIA's CDI specification on the node (`nvidia-ctk cdi generate`),
-    the GPUs are asked for by CDI name, which also brings the driver's libraries; else their
-    device nodes are passed (an image then needs the driver's user-space libraries, or the
-    NVIDIA container toolkit's hook adds them, reading `NVIDIA_VISIBLE_DEVICES`). Without
-    either (GPUs declared to the cluster but absent, as in tests), only the variables.
-    Inside, the task's GPUs are numbered from 0, as CUDA sees them there."""
-    if not gpus:
+    """The runtime arguments that give a container the node's devices `devices` of `kind`,
+    and the variables its task sees differently inside (its vendor's library numbers them
+    from 0 there: `pai.runtime.devices`).
+
+    Where the node's CDI specs declare these devices, each is asked for by its CDI name
+    (`KIND=INDEX`), which brings whatever the spec lists (device nodes, libraries, variables);
+    nothing else is needed for a kind PAI has no code for. Without one, NVIDIA GPUs' device
+    nodes are passed (an image then needs the driver's user-space libraries, or the NVIDIA
+    container toolkit's hook adds them, reading `NVIDIA_VISIBLE_DEVICES`). Otherwise (devices
+    declared to the cluster but absent, as in tests), only the variables."""
+    if not devices:
         return [], {}
-    env = {
-        "NVIDIA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpus),
-        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(len(gpus))),
-    }
-    if _cdi_declares(cdi_dirs, NVIDIA_GPU_KIND):
-        return [f"--device={NVIDIA_GPU_KIND}={gpu}" for gpu in gpus], env
-    nodes = [devices / f"nvidia{gpu}" for gpu in gpus]
+    env = visible_indices_in_container(kind, len(devices))
+    names = [device_name(kind, device) for device in devices]
+    if set(names) <= declared_devices(cdi_dirs):
+        return [f"--device={name}" for name in names], env
+    if kind != DEFAULT_DEVICE_KIND:
+        return [], env
+    nodes = [dev / f"nvidia{gpu}" for gpu in devices]
     if all(node.exists() for node in nodes):
-        controls = [devices / name for name in NVIDIA_CONTROL_DEVICES]
+        controls = [dev / name for name in NVIDIA_CONTROL_DEVICES]
         present = [node for node in (*nodes, *controls) if node.exists()]
         return [f"--device={node}" for node in present], env
     return [], env
 
 
-def _cdi_declares(directories: Sequence[Path], kind: str) -> bool:
-    """Whether a CDI specification under `directories` declares devices of `kind`."""
-    for directory in directories:
-        if not directory.is_dir():
-            continue
-        for spec in sorted(directory.iterdir()):
-            if spec.suffix not in (".json", ".yaml", ".yml"):
-                continue
-            try:
-                text = spec.read_text()
-            except OSError:
-                continue
-            if re.search(rf"""^\s*["']?kind["']?\s*:\s*["']?{re.escape(kind)}["']?""", text, re.M):
-                return True
-    return False
+def rdma_arguments(dev: Path = Path("/dev")) -> list[str]:
+    """The runtime arguments that give a container the node's RDMA devices (InfiniBand or
+    RoCE verbs, the connection manager: everything under `/dev/infiniband`) and no limit on
+    locked memory, in which NCCL and other verbs users register their buffers. Only a PAI
+    that may raise limits (CAP_SYS_RESOURCE, as root on a server) asks for that; otherwise
+    the container keeps the limit the node's runtime gives (`default_ulimits` in its
+    `containers.conf`), as asking for more would fail the container's start."""
+    folder = dev / "infiniband"
+    devices = (
+        [f"--device={device}" for device in sorted(folder.iterdir())] if folder.is_dir() else []
+    )
+    return [*devices, *([UNLIMITED_MEMLOCK] if may_raise_limits() else [])]
+
+
+def may_raise_limits() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE in its effective set."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    found = re.search(r"^CapEff:\s*([0-9a-f]+)$", status, re.M)
+    return found is not None and bool(int(found.group(1), 16) >> CAP_SYS_RESOURCE & 1)
 
 
 def inspect_exit(runtime: str, name: str, env: Mapping[str, str]) -> Exited:

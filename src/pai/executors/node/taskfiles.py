@@ -30,6 +30,7 @@ from typing import Any
 
 import psutil
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.diskfloor import DiskFloor
 from pai.executors.base import KillReason, TaskLaunch, TaskResult
 from pai.executors.isolation.mounts import Mount
@@ -147,6 +148,9 @@ class LaunchRecord:
     """The unprivileged user a host task runs as (None: as PAI's own user)."""
     hidden_root: str | None = None
     """For a task user: the folder covered in its view, holding PAI's state."""
+    device_kind: str = DEFAULT_DEVICE_KIND
+    """The CDI kind of `gpus`."""
+    rdma: bool = False
 
     @classmethod
     def of(
@@ -174,6 +178,8 @@ class LaunchRecord:
             log_dir=task.log_dir,
             memory_mb=task.memory_mb,
             gpus=tuple(task.gpus),
+            device_kind=task.device_kind,
+            rdma=task.rdma,
             ports={label: tuple(ports) for label, ports in task.ports.items()},
             docker_image=task.docker_image,
             launched_at=launched_at,

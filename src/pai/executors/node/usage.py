@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.executors.node.cgroups import Cgroup
 from pai.executors.node.proctree import ProcessCounters, descendant_pids, process_counters
 from pai.executors.node.taskfiles import utc_now
@@ -98,6 +99,8 @@ class RunningTask:
     memory_limit_bytes: int | None
     gpus: tuple[int, ...]
     in_container: bool = False
+    device_kind: str = DEFAULT_DEVICE_KIND
+    """The kind of `gpus`: only NVIDIA's are read (through NVML); others are not measured."""
 
 
 class GpuProbe:
@@ -178,7 +181,8 @@ class UsageSampler:
         memory = cgroup.memory_bytes() if cgroup is not None else None
         if memory is None:
             memory = sum(counters.memory_bytes for counters in processes.values())
-        held = [gpus[index] for index in task.gpus if index in gpus]
+        nvml = task.device_kind == DEFAULT_DEVICE_KIND  # what GpuProbe's indices number
+        held = [gpus[index] for index in task.gpus if index in gpus] if nvml else []
         return TaskUsage(
             key=task.key,
             job=task.job,

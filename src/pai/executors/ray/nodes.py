@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from pai.cluster.detect import Machine, MachineResources, cluster_document
+from pai.cluster.detect import Machine, MachineResources, cluster_document, sku_model_of
+from pai.cluster.devices import DEFAULT_DEVICE_KIND
 from pai.cluster.model import ClusterConfig, NodeSpec
 from pai.cluster.parse import load_cluster
 from pai.executors.base import NodeCondition, NodeState
@@ -35,6 +36,15 @@ GIB_MB = 1024
 MEMORY_TOLERANCE = 0.05
 """How much less memory than the cluster file declares a node may report and still be used."""
 ACCELERATOR_PREFIX = "accelerator_type:"
+RAY_ACCELERATOR_KINDS = {
+    "NPU": "huawei.com/npu",  # Ascend
+    "HPU": "habana.ai/gaudi",  # Intel Gaudi
+    "neuron_cores": "aws.amazon.com/neuroncore",  # AWS Trainium and Inferentia
+    "TPU": "google.com/tpu",
+}
+"""Ray's own accelerator resources other than `GPU`, and the device kind each one counts."""
+RAY_GPU_VENDORS = {"AMD-": "amd.com/gpu", "Intel-GPU": "intel.com/gpu"}
+"""Ray counts AMD's and Intel's GPUs as `GPU` too; their accelerator type tells them apart."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class RayNode:
     gpus: int
     memory_mb: int  # Ray's task memory and object store together: what the machine offers
     gpu_model: str | None
+    device_kind: str = DEFAULT_DEVICE_KIND
+    """The kind of the node's `gpus` devices (`RAY_ACCELERATOR_KINDS`, `RAY_GPU_VENDORS`)."""
 
     @classmethod
     def from_ray(cls, info: Mapping[str, Any]) -> RayNode:
@@ -59,19 +71,41 @@ class RayNode:
             if key.startswith(ACCELERATOR_PREFIX)
         )
         memory = resources.get("memory", 0) + resources.get("object_store_memory", 0)
+        model = models[0] if models else None
+        kind, count = _accelerators(resources, model)
         return cls(
             node_id=str(info["NodeID"]),
             name=str(info.get("NodeName") or info["NodeManagerAddress"]),
             address=str(info["NodeManagerAddress"]),
             alive=bool(info["Alive"]),
             cpus=int(resources.get("CPU", 0)),
-            gpus=int(resources.get("GPU", 0)),
+            gpus=count,
             memory_mb=int(memory // MIB),
-            gpu_model=models[0] if models else None,
+            gpu_model=model,
+            device_kind=kind,
         )
 
     def describe(self) -> str:
-        return f"{_count(self.gpus, 'GPU')}, {_count(self.cpus, 'CPU')} and {self.memory_mb} MB"
+        devices = (
+            _count(self.gpus, "GPU")
+            if self.device_kind == DEFAULT_DEVICE_KIND
+            else f"{self.gpus} x {self.device_kind}"
+        )
+        return f"{devices}, {_count(self.cpus, 'CPU')} and {self.memory_mb} MB"
+
+
+def _accelerators(resources: Mapping[str, float], model: str | None) -> tuple[str, int]:
+    """The kind of the node's devices and how many: its GPUs (NVIDIA's unless the accelerator
+    type names AMD or Intel), else the first of Ray's other accelerator resources it has."""
+    if resources.get("GPU", 0) >= 1 or not any(
+        resources.get(name, 0) >= 1 for name in RAY_ACCELERATOR_KINDS
+    ):
+        vendors = [
+            kind for prefix, kind in RAY_GPU_VENDORS.items() if (model or "").startswith(prefix)
+        ]
+        return (vendors[0] if vendors else DEFAULT_DEVICE_KIND), int(resources.get("GPU", 0))
+    name = next(name for name in RAY_ACCELERATOR_KINDS if resources.get(name, 0) >= 1)
+    return RAY_ACCELERATOR_KINDS[name], int(resources[name])
 
 
 @dataclass(frozen=True)
@@ -107,7 +141,7 @@ def cluster_file_from_ray(ray_nodes: Sequence[RayNode]) -> dict[str, Any]:
     usable = sorted(filter(_takes_tasks, ray_nodes), key=lambda node: node.name)
     if not usable:
         raise ValueError("the Ray cluster has no live node with CPUs or GPUs to run tasks on")
-    memory: dict[tuple[str | None, int, int], int] = {}
+    memory: dict[tuple[str | None, str, int, int], int] = {}
     for node in usable:
         shape = _shape(node)
         memory[shape] = min(memory.get(shape, node.memory_mb), node.memory_mb)
@@ -118,8 +152,9 @@ def cluster_file_from_ray(ray_nodes: Sequence[RayNode]) -> dict[str, Any]:
             MachineResources(
                 cpus=node.cpus,
                 memory_mb=_whole_gib(memory[_shape(node)]),
-                gpu_model=(node.gpu_model or "GPU") if node.gpus else None,
+                gpu_model=(node.gpu_model or sku_model_of(node.device_kind)) if node.gpus else None,
                 gpu_count=node.gpus,
+                device_kind=node.device_kind,
             ),
         )
         for node in usable
@@ -154,9 +189,10 @@ def _takes_tasks(node: RayNode) -> bool:
     return node.alive and (node.cpus > 0 or node.gpus > 0)
 
 
-def _shape(node: RayNode) -> tuple[str | None, int, int]:
-    """What makes machines the same node type: GPU model, GPU count and CPU count."""
-    return (node.gpu_model if node.gpus else None, node.gpus, node.cpus)
+def _shape(node: RayNode) -> tuple[str | None, str, int, int]:
+    """What makes machines the same node type: device model and kind, their count, and the
+    CPU count."""
+    return (node.gpu_model if node.gpus else None, node.device_kind, node.gpus, node.cpus)
 
 
 def _whole_gib(memory_mb: int) -> int:

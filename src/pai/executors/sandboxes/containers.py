@@ -149,8 +149,11 @@ class ContainerSandbox(Sandbox):
         self.podman("push", "--authfile", str(self.auth_file()), local, full)
 
     def remove_image(self, full: str) -> None:
-        """Remove an image from this machine's store (the registry keeps it)."""
-        self.podman("rmi", "--force", "--ignore", full, check=False)
+        """Remove an image from this machine's store (the registry keeps it), under every name
+        it has there: a task that checked the registry's credentials also pulled it by digest,
+        and removing one name alone would leave its layers for the next pull to skip."""
+        found = self.podman("image", "inspect", "--format", "{{.Id}}", full, check=False)
+        self.podman("rmi", "--force", "--ignore", found.strip() or full, check=False)
 
     def auth_file(self, password: str | None = None) -> Path:
         """A credentials file for the registry (with another password, to be refused)."""
