@@ -140,7 +140,7 @@ def test_nodes_list_their_leaf_cells(as_alice: httpx.Client) -> None:
 
 
 def test_sku_types_of_the_cluster_and_of_a_vc(as_alice: httpx.Client) -> None:
-    cpu = {"CPU": {"gpu": 0, "cpu": 1, "memory": 1024, "device": None}}
+    cpu = {"CPU": {"gpu": 0, "cpu": 1, "memory": 1024}}  # no devices: no `device`, as OpenPAI
     assert as_alice.get("/cluster/sku-types").json() == cpu
     assert as_alice.get("/cluster/sku-types", params={"vc": "research"}).json() == cpu
     unknown = as_alice.get("/cluster/sku-types", params={"vc": "nowhere"})

@@ -82,7 +82,7 @@ class SkuTypeInfo(BaseModel):
     device: str | None = Field(
         default=None,
         description="The CDI kind of its devices (nvidia.com/gpu, amd.com/gpu ...); "
-        "null for a SKU without devices.",
+        "absent for a SKU without devices, whose fields are then OpenPAI's.",
     )
 
 

@@ -40,6 +40,15 @@ START_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "12
 """Ray's settings for every node of the sandbox: no usage reports, and a raylet that has up to
 two minutes to register with the head: on a busy machine Ray's default is too short, and `ray
 start` fails with "GCS cannot find the node ... increase RAY_raylet_start_wait_time_s"."""
+START_SECONDS = 180
+"""How long `ray start` may take: longer than the raylet's registration may (`START_ENV`)."""
+HEAD_AGENT_PORTS = (
+    "dashboard-agent-listen-port",
+    "dashboard-agent-grpc-port",
+    "metrics-export-port",
+)
+"""The head's ports that Ray would otherwise take from fixed defaults: the head shares this
+machine's network with any other Ray (another sandbox's head), so it takes free ones."""
 WORKER_PORTS = (
     "--node-manager-port=6380",
     "--object-manager-port=6381",
@@ -198,6 +207,7 @@ class RaySandbox(Sandbox):
                     "--num-cpus=0",
                     "--num-gpus=0",
                     "--include-dashboard=false",
+                    *(f"--{option}={_free_port(self.head_ip)}" for option in HEAD_AGENT_PORTS),
                 ],
                 env=self._environment(self._head_env),
                 stdout=subprocess.PIPE,
@@ -247,7 +257,7 @@ class RaySandbox(Sandbox):
 
 
 def _finish(process: subprocess.Popen[bytes]) -> None:
-    output, _ = process.communicate(timeout=120)
+    output, _ = process.communicate(timeout=START_SECONDS)
     if process.returncode != 0:
         tail = output.decode(errors="replace")[-2000:]
         raise SandboxError(f"`ray start` failed with status {process.returncode}:\n{tail}")

@@ -136,6 +136,7 @@ def remove_user_limit(vc: str, group: str, context: Context, admin: Admin) -> Me
 @router.get(
     "/cluster/sku-types",
     response_model=dict[str, SkuTypeInfo],
+    response_model_exclude_none=True,  # a SKU without devices reads as OpenPAI's do
     responses=error_responses(401, 404),
 )
 def list_sku_types(
@@ -149,6 +150,7 @@ def list_sku_types(
 @router.get(
     "/virtual-clusters/{vc}/sku-types",
     response_model=dict[str, SkuTypeInfo],
+    response_model_exclude_none=True,  # a SKU without devices reads as OpenPAI's do
     responses=error_responses(401, 404),
 )
 def list_vc_sku_types(vc: str, context: Context, _caller: Caller) -> dict[str, SkuTypeInfo]:
