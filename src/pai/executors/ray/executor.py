@@ -26,6 +26,7 @@ from pai.cluster.model import ClusterConfig
 from pai.executors.agents.executor import (
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_POLL_TIMEOUT,
+    DEFAULT_POLL_WAIT,
     AgentExecutor,
 )
 from pai.executors.agents.fleet import Handler, Member
@@ -183,6 +184,7 @@ class RayExecutor(AgentExecutor):
         usage_interval: float = 5.0,
         node_timeout: float = DEFAULT_NODE_TIMEOUT,
         poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+        poll_wait: float = DEFAULT_POLL_WAIT,
     ) -> None:
         """See `AgentExecutor`; `usage_interval`: how often agents sample what is used."""
         config = config or SupervisorConfig()
@@ -206,4 +208,5 @@ class RayExecutor(AgentExecutor):
             node_refresh_interval=node_refresh_interval,
             node_timeout=node_timeout,
             poll_timeout=poll_timeout,
+            poll_wait=poll_wait,
         )
