@@ -259,3 +259,15 @@ def test_a_held_poll_keeps_no_launch_waiting(agent: NodeAgent, tmp_path: Path) -
     holder.join(WAIT)
     assert time.monotonic() - asked < WAIT / 2  # the launch went ahead, and its news came back
     assert replies and {item.key for _, item in replies[0].items} == {"k1"}
+
+
+def test_a_recovery_ends_a_held_poll_at_once(agent: NodeAgent) -> None:
+    replies: list[Report] = []
+    holder = threading.Thread(target=lambda: replies.append(agent.poll(0, WAIT)))
+    holder.start()
+    time.sleep(0.3)
+    asked = time.monotonic()
+    agent.recover({})  # a control plane that reconnects: the held poll was its predecessor's
+    holder.join(WAIT)
+    assert replies and replies[0].items == ()
+    assert time.monotonic() - asked < WAIT / 2

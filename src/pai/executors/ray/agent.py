@@ -11,7 +11,8 @@ the node's tasks, numbered, a task's output after its start and before its end. 
 nothing to report is held for up to `wait` seconds, the agent looking for news every
 NEWS_CHECK_INTERVAL (or at once after a launch), so news leaves as it happens while an idle node
 answers once per `wait`; Ray runs polls in a concurrency group of their own (see `.executor`),
-so a held poll keeps no launch or stop waiting. What a reply carried
+so a held poll keeps no launch or stop waiting. A recovery ends a held poll at once: it is the
+previous control plane's, and the next one's poll would wait behind it. What a reply carried
 is dropped only once the next poll acknowledges it, so a reply lost on the way is sent again:
 nothing is lost or applied twice. New output is read only when everything before it was
 acknowledged, so an agent that nobody polls holds no more than one reply's worth. This module
@@ -105,6 +106,7 @@ class NodeAgent:
         # concurrency group of their own: all take the lock (a held poll leaves it meanwhile).
         self._lock = threading.Lock()
         self._news = threading.Condition(self._lock)
+        self._recoveries = 0  # a poll held across a recovery ends
         self._node_timeout = node_timeout
         self._last_contact = time.monotonic()
         self._fenced: set[str] = set()
@@ -153,13 +155,14 @@ class NodeAgent:
         nothing did, as soon as something does, or after `wait` seconds with nothing."""
         deadline = time.monotonic() + wait
         with self._news:
+            recoveries = self._recoveries
             self._reached()
             self._outbox = [(number, item) for number, item in self._outbox if number > ack]
             while True:
                 if not self._outbox:
                     self._gather()
                 left = deadline - time.monotonic()
-                if self._outbox or left <= 0:
+                if self._outbox or left <= 0 or self._recoveries != recoveries:
                     return self._report()
                 self._news.wait(min(NEWS_CHECK_INTERVAL, left))
 
@@ -183,6 +186,8 @@ class NodeAgent:
         (bytes into each stream's current segment, None when that copy has rotated)."""
         with self._lock:
             self._reached()
+            self._recoveries += 1
+            self._news.notify_all()
             return self._recover(resume)
 
     def _recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:
