@@ -34,14 +34,14 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pai import __version__
 from pai.cluster.model import ClusterConfig
-from pai.executors.agents.fleet import Fleet
+from pai.executors.agents.fleet import Fleet, Member
 from pai.executors.agents.mirror import LogMirror
 from pai.executors.agents.wire import AgentInfo, LogChunk, Recovery, Report
 from pai.executors.base import (
@@ -83,6 +83,8 @@ WAITS_PER_NODE_TIMEOUT = 3
 """Polls per node timeout at least, whatever the wait: a node is never fenced between two."""
 FENCE_MARGIN = 2.0
 """What the give-up waits beyond an agent's stop: its checks' interval and a signal's way."""
+SHOWN = frozenset({"state", "ready", "problem", "disk_problem", "unreachable"})
+"""What a node's state as shown (`_Link.usable_state`) is made of."""
 
 
 @dataclass
@@ -120,6 +122,14 @@ class _Link:
     last_answer_at: datetime | None = None  # the same, on the clock
     unreachable: str | None = None  # why the node is shown unreachable, while it is
     check_at: float | None = None  # when its answers are next looked at (monotonic)
+    changed: set[str] = field(default_factory=set, repr=False)
+    """Where the node's name goes when its shown state may have changed (shared by the links
+    of one executor, so that showing the nodes' states costs nothing for those unchanged)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SHOWN and "changed" in self.__dict__ and self.__dict__[name] != value:
+            self.changed.add(self.node)
+        object.__setattr__(self, name, value)
 
     def usable_state(self) -> NodeState:
         if self.unreachable is not None and self.state.condition is not NodeCondition.GONE:
@@ -201,10 +211,16 @@ class AgentExecutor:
         self._poll_wait = min(poll_wait, node_timeout / WAITS_PER_NODE_TIMEOUT)
         self._node_refresh_interval = node_refresh_interval
         self._lock = threading.RLock()
+        self._changed: set[str] = set()  # nodes whose shown state may differ from `_states`
         self._links = {
-            node.name: _Link(node.name, NodeState(node.name, NodeCondition.GONE, "not seen yet"))
+            node.name: _Link(
+                node.name,
+                NodeState(node.name, NodeCondition.GONE, "not seen yet"),
+                changed=self._changed,
+            )
             for node in cluster.nodes
         }
+        self._states = {name: link.usable_state() for name, link in self._links.items()}
         self._live: dict[str, _Attempt] = {}
         self._on_node: defaultdict[str, set[str]] = defaultdict(set)  # node: keys in `_live`
         self._due: list[tuple[float, int, Callable[[], None]]] = []  # a heap of what is due
@@ -213,6 +229,7 @@ class AgentExecutor:
         self._usage: list[Usage] = []
         self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
         self._next_refresh = 0.0
+        self._members: Mapping[str, Member] | None = None  # the fleet's, as last followed
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -228,7 +245,10 @@ class AgentExecutor:
 
     def node_states(self) -> Mapping[str, NodeState]:
         with self._lock:
-            return {name: link.usable_state() for name, link in self._links.items()}
+            for name in self._changed:
+                self._states[name] = self._links[name].usable_state()
+            self._changed.clear()
+            return dict(self._states)
 
     def launch(self, task: TaskLaunch) -> None:
         key = check_task_key(task.key)
@@ -422,6 +442,9 @@ class AgentExecutor:
     def _refresh_nodes(self) -> None:
         self._next_refresh = time.monotonic() + self._node_refresh_interval
         members = self._fleet.members()
+        if members is self._members:
+            return  # unchanged: every link follows it already
+        self._members = members
         with self._lock:
             for name, member in members.items():
                 link = self._links[name]

@@ -29,7 +29,8 @@ class Fleet(Protocol):
     `answers` from one thread at a time."""
 
     def members(self) -> Mapping[str, Member]:
-        """Every node of the cluster file, by name."""
+        """Every node of the cluster file, by name: the very same mapping, unchanged, as long
+        as nothing changed spares the control plane a pass over it."""
 
     def start_agent(self, node: str, instance: str) -> Any:
         """Start (or find) the agent of `node` on machine `instance`; a handle for `call`."""

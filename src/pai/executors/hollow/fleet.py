@@ -84,6 +84,7 @@ class HollowFleet:
     # -- the Fleet protocol -----------------------------------------------------------------------
 
     def members(self) -> Mapping[str, Member]:
+        """The same nodes, for good (silence is not absence)."""
         return self._members
 
     def start_agent(self, node: str, instance: str) -> HollowAgent:
