@@ -3,9 +3,10 @@
 It keeps one link per node of the cluster file. A node is usable once its engine (the `Fleet`)
 has a live machine for it, as large as the cluster file says, and PAI's agent runs there and
 has answered. Launches and stops go to the agent at once (the fleet delivers one caller's calls
-to an agent in order); a background thread follows every agent's tasks' events and output,
-keeps a copy of every log (`LogMirror`), and watches the fleet's members. After a control-plane
-restart `recover()` finds the agents and resumes from what they report.
+to an agent in order, but for polls, which a held one must not hold up); a background thread
+follows every agent's tasks' events and output, keeps a copy of every log (`LogMirror`), and
+watches the fleet's members. After a control-plane restart `recover()` finds the agents and
+resumes from what they report.
 
 Long polls. Each agent has one `poll(ack, wait)` outstanding at a time: the agent answers it at
 once when it has news (a task started or ended, output), else holds it for up to `wait` seconds;
