@@ -18,8 +18,13 @@ pages of 50 (filtered as the portal does). Then, for each size:
   tasks;
 - memory: the most resident memory seen of the controller's process and of the API workers.
 
+- idle CPU (`--idle`, instead of the load): the control plane's CPU with no job at all, in %
+  of one core per 1000 nodes, over `--idle-seconds` after it has started: what watching the
+  nodes costs by itself, which must not grow faster than the cluster.
+
     python benchmarks/scale.py --sizes 100           # a quick look
     python benchmarks/scale.py --json                # 500, 2000 and 5000 nodes
+    python benchmarks/scale.py --idle                # idle cost at 500, 2000 and 5000 nodes
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ LIST_QUERIES: tuple[dict[str, str | int], ...] = (
 )
 PAGE = 50_000
 SAMPLE_INTERVAL = 0.5
+IDLE_WARM_UP = 10.0
+"""Seconds left to a started control plane before its idle CPU is measured."""
 
 
 class Load:
@@ -223,6 +230,33 @@ def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[st
     }
 
 
+def measure_idle(nodes: int, args: argparse.Namespace, database: str) -> dict[str, Any]:
+    """The control plane's CPU while `nodes` hollow nodes run no job."""
+    with tempfile.TemporaryDirectory(prefix="pai-scale-") as directory:
+        home = Path(directory)
+        with (
+            store(database, args.postgres_url, home) as url,
+            platform(
+                home,
+                url,
+                args.api_workers,
+                controller_options=("--engine", "hollow"),
+                env={"PAI_HOLLOW_NODES": str(nodes), "PAI_LOG_LEVEL": "WARNING"},
+            ) as (_, processes),
+        ):
+            time.sleep(IDLE_WARM_UP)  # the agents' first calls are a start's, not idleness
+            meter = CpuMeter(processes, postgresql=False)
+            time.sleep(args.idle_seconds)
+            cpu = meter.seconds()
+    share = {part: cpu[part] / args.idle_seconds * 100 for part in ("controller", "api_workers")}
+    return {
+        "nodes": nodes,
+        "controller_cpu_pct": round(share["controller"], 2),
+        "api_workers_cpu_pct": round(share["api_workers"], 2),
+        "control_plane_cpu_pct_per_1000_nodes": round(sum(share.values()) * 1000 / nodes, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -239,6 +273,12 @@ def main() -> None:
         "--settle", type=float, default=10.0, help="seconds the readers go on after submitting"
     )
     parser.add_argument(
+        "--idle", action="store_true", help="measure the idle control plane instead of a load"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=20.0, help="how long --idle measures each size"
+    )
+    parser.add_argument(
         "--database", choices=("sqlite", "postgresql"), default="sqlite", help="the store"
     )
     parser.add_argument(
@@ -250,14 +290,16 @@ def main() -> None:
     if args.database == "postgresql" and not postgres_reachable(args.postgres_url):
         parser.error(f"no PostgreSQL server answers at {args.postgres_url}")
     sizes = [int(size) for size in args.sizes.split(",")]
-    results = [measure_size(nodes, args, args.database) for nodes in sizes]
+    measure = measure_idle if args.idle else measure_size
+    results = [measure(nodes, args, args.database) for nodes in sizes]
     if args.json:
         print(json.dumps({"sizes": results}))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Hollow clusters, {args.rate:g} submissions/s ({args.database})")
+    load = "idle" if args.idle else f"{args.rate:g} submissions/s"
+    table = Table(title=f"Hollow clusters, {load} ({args.database})")
     table.add_column("")
     for result in results:
         table.add_column(f"{result['nodes']} nodes", justify="right")

@@ -1,6 +1,7 @@
 """Hollow nodes: their agents answer the calls a Ray node's agent answers, in this process, and
-their tasks last and end as their commands say; silent nodes miss calls and fence their tasks.
-And the control plane's side (`HollowExecutor`) follows them as it follows Ray nodes."""
+their tasks last and end as their commands say; silent nodes miss calls and fence their tasks;
+a poll without news is held until there is some or its wait has passed. And the control plane's
+side (`HollowExecutor`) follows them as it follows Ray nodes."""
 
 from __future__ import annotations
 
@@ -229,5 +230,69 @@ def test_the_control_plane_follows_hollow_nodes_as_it_follows_ray_nodes(tmp_path
         assert result is not None and result.classification.origin_exit_code == 4
         assert b"hollow node hollow-00002" in executor.logs("ends", LogStream.RUNTIME)
         assert executor.isolation_on("hollow-00002") == "hollow"
+    finally:
+        executor.close()
+
+
+def pump(fleet: HollowFleet, seconds: float, until: list[Any] | None = None) -> None:
+    """Collect the fleet's answers for `seconds`, or until `until` has something."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not until:
+        for handler, answer in fleet.answers(0.05):
+            handler(answer)
+
+
+def test_a_poll_without_news_is_held_and_answered_when_a_task_ends(fleet: HollowFleet) -> None:
+    agent = agent_of(fleet)
+    ask(fleet, agent, "launch", launch("short", "sleep 1; exit 2"))
+    last = ask(fleet, agent, "poll", 0).items[-1][0]
+    held: list[Report] = []
+    asked = time.monotonic()
+    fleet.call(agent, "poll", (last, 60.0), held.append)
+    pump(fleet, 0.3)
+    assert held == []  # nothing new while the task runs: the poll is held
+    pump(fleet, WAIT_SECONDS, until=held)
+    assert time.monotonic() - asked < WAIT_SECONDS  # answered by the end, not by the wait
+    (ended,) = events(held[0])
+    assert ended.kind is TaskEventKind.FINISHED and ended.key == "short"
+
+
+def test_a_held_poll_is_answered_empty_once_its_wait_has_passed(fleet: HollowFleet) -> None:
+    agent = agent_of(fleet)
+    held: list[Report] = []
+    asked = time.monotonic()
+    fleet.call(agent, "poll", (0, 0.5), held.append)
+    pump(fleet, WAIT_SECONDS, until=held)
+    assert time.monotonic() - asked >= 0.5
+    assert held[0].items == ()
+
+
+def test_a_held_poll_is_not_silence_but_a_node_silent_beyond_the_wait_is_unreachable(
+    tmp_path: Path,
+) -> None:
+    # The only node goes silent after 3 s, and for good (every rotation draws it again).
+    cluster = hollow_cluster(1)
+    executor = HollowExecutor(
+        cluster,
+        tmp_path,
+        store_id="store",
+        loss=1.0,
+        loss_every=3.0,
+        poll_wait=1.0,
+        poll_timeout=0.5,
+    )
+    try:
+        executor.recover()
+        started = time.monotonic()
+        while time.monotonic() - started < 2.0:  # polls held longer than poll_timeout
+            (state,) = executor.node_states().values()
+            assert state.condition is NodeCondition.ALIVE
+            time.sleep(0.1)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while state.condition is NodeCondition.ALIVE and time.monotonic() < deadline:
+            time.sleep(0.1)
+            (state,) = executor.node_states().values()
+        assert state.condition is NodeCondition.UNREACHABLE
+        assert state.message.startswith("unreachable since")
     finally:
         executor.close()

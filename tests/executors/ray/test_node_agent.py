@@ -2,13 +2,15 @@
 
 What the control plane relies on: output arrives in order, before the event that ends its task;
 a reply that was not acknowledged is sent again unchanged; and after a reconnection the output
-resumes where the control plane's copy ends, with nothing repeated or lost. And what keeps a
+resumes where the control plane's copy ends, with nothing repeated or lost. A poll without news
+is held until there is some, or its wait has passed, and keeps no launch waiting. And what keeps a
 retry elsewhere from overlapping a run behind a cut network: an agent without the control plane
 for its node timeout stops its tasks.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pai.diskfloor import DiskFloor
+from pai.executors.agents.wire import Report
 from pai.executors.base import (
     KillReason,
     LogStream,
@@ -68,11 +71,12 @@ class ControlPlane:
         self.ack = 0
         self.items: list[LogChunk | TaskEvent] = []
 
-    def poll(self) -> None:
-        report = self.agent.poll(self.ack)
+    def poll(self, wait: float = 0.0) -> Report:
+        report = self.agent.poll(self.ack, wait)
         for number, item in report.items:
             self.items.append(item)
             self.ack = number
+        return report
 
     def until(self, done: Callable[[], object], what: str) -> None:
         deadline = time.monotonic() + WAIT
@@ -89,8 +93,11 @@ class ControlPlane:
         )
 
     def finished(self, key: str) -> bool:
+        return self.has_event(key, TaskEventKind.FINISHED)
+
+    def has_event(self, key: str, kind: TaskEventKind) -> bool:
         return any(
-            isinstance(item, TaskEvent) and item.key == key and item.kind is TaskEventKind.FINISHED
+            isinstance(item, TaskEvent) and item.key == key and item.kind is kind
             for item in self.items
         )
 
@@ -222,3 +229,45 @@ def test_a_node_below_the_disk_floor_says_so_in_every_report(tmp_path: Path) -> 
         "node2", str(tmp_path / "nodes"), CONFIG.to_dict(), usage_interval=3600, node_timeout=3600
     )
     assert roomy.poll(0).disk_problem is None
+
+
+def test_a_held_poll_is_answered_as_soon_as_there_is_news(agent: NodeAgent, tmp_path: Path) -> None:
+    launch(agent, tmp_path, "k1", "sleep 1")
+    control = ControlPlane(agent)
+    control.until(lambda: control.has_event("k1", TaskEventKind.STARTED), "the task starts")
+    asked = time.monotonic()
+    while not control.finished("k1"):
+        assert control.poll(wait=WAIT).items  # each held poll ends with news, never empty
+    assert time.monotonic() - asked < WAIT
+
+
+def test_a_held_poll_without_news_is_answered_empty_after_its_wait(agent: NodeAgent) -> None:
+    asked = time.monotonic()
+    report = agent.poll(0, 0.5)
+    assert report.items == ()
+    assert time.monotonic() - asked >= 0.5
+
+
+def test_a_held_poll_keeps_no_launch_waiting(agent: NodeAgent, tmp_path: Path) -> None:
+    replies: list[Report] = []
+    holder = threading.Thread(target=lambda: replies.append(agent.poll(0, WAIT)))
+    holder.start()
+    time.sleep(0.3)
+    assert replies == []  # held: nothing has happened
+    asked = time.monotonic()
+    launch(agent, tmp_path, "k1", "sleep 5")
+    holder.join(WAIT)
+    assert time.monotonic() - asked < WAIT / 2  # the launch went ahead, and its news came back
+    assert replies and {item.key for _, item in replies[0].items} == {"k1"}
+
+
+def test_a_recovery_ends_a_held_poll_at_once(agent: NodeAgent) -> None:
+    replies: list[Report] = []
+    holder = threading.Thread(target=lambda: replies.append(agent.poll(0, WAIT)))
+    holder.start()
+    time.sleep(0.3)
+    asked = time.monotonic()
+    agent.recover({})  # a control plane that reconnects: the held poll was its predecessor's
+    holder.join(WAIT)
+    assert replies and replies[0].items == ()
+    assert time.monotonic() - asked < WAIT / 2

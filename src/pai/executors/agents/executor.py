@@ -3,12 +3,21 @@
 It keeps one link per node of the cluster file. A node is usable once its engine (the `Fleet`)
 has a live machine for it, as large as the cluster file says, and PAI's agent runs there and
 has answered. Launches and stops go to the agent at once (the fleet delivers one caller's calls
-to an agent in order); a background thread polls every agent for its tasks' events and output,
-keeps a copy of every log (`LogMirror`), and watches the fleet's members. After a control-plane
-restart `recover()` finds the agents and resumes from what they report.
+to an agent in order, but for polls, which a held one must not hold up); a background thread
+follows every agent's tasks' events and output, keeps a copy of every log (`LogMirror`), and
+watches the fleet's members. After a control-plane restart `recover()` finds the agents and
+resumes from what they report.
 
-Losing a node. An agent that leaves a call unanswered for `poll_timeout` makes its node
-"unreachable since" its last answer, at once, long before the engine notices a cut network. Its
+Long polls. Each agent has one `poll(ack, wait)` outstanding at a time: the agent answers it at
+once when it has news (a task started or ended, output), else holds it for up to `wait` seconds;
+the next is sent when it is answered (no sooner than `poll_interval` after the last one, so a
+node that always has news is asked at that rate). An idle node thus costs one call per `wait`,
+and news arrives as soon as it happens. What is due later (the next poll, a retry, a deadline
+for an answer, a give-up) waits in a heap: no pass walks every node or task.
+
+Losing a node. An agent silent for longer than its poll's `wait` and `poll_timeout` (or that
+leaves another call unanswered for `poll_timeout`) makes its node "unreachable since" its last
+answer, at once, long before the engine notices a cut network. Its
 tasks are given up (ended with the retryable code of a lost node, so the controller retries them
 elsewhere) only once the node timeout and the task's grace period have passed since that last
 answer, whether the engine has declared the node gone meanwhile or not: by then the agent,
@@ -19,18 +28,21 @@ its agent answers, or when it rejoins.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pai import __version__
 from pai.cluster.model import ClusterConfig
-from pai.executors.agents.fleet import Fleet
+from pai.executors.agents.fleet import Fleet, Member
 from pai.executors.agents.mirror import LogMirror
 from pai.executors.agents.wire import AgentInfo, LogChunk, Recovery, Report
 from pai.executors.base import (
@@ -64,9 +76,16 @@ RECOVER_TIMEOUT = 120.0
 DEFAULT_NODE_TIMEOUT = 30.0
 """How long a node's agent may go without the control plane before it stops its tasks."""
 DEFAULT_POLL_TIMEOUT = 3.0
-"""How long an agent may leave a call unanswered before its node is shown unreachable."""
+"""How long an agent may leave a call unanswered before its node is shown unreachable (beyond
+a held poll's wait)."""
+DEFAULT_POLL_WAIT = 5.0
+"""How long an agent holds a poll without news, at most: an idle node is asked this often."""
+WAITS_PER_NODE_TIMEOUT = 3
+"""Polls per node timeout at least, whatever the wait: a node is never fenced between two."""
 FENCE_MARGIN = 2.0
 """What the give-up waits beyond an agent's stop: its checks' interval and a signal's way."""
+SHOWN = frozenset({"state", "ready", "problem", "disk_problem", "unreachable"})
+"""What a node's state as shown (`_Link.usable_state`) is made of."""
 
 
 @dataclass
@@ -92,8 +111,8 @@ class _Link:
     incarnation: str | None = None
     ready: bool = False  # recovered: takes launches and is polled
     ack: int = 0  # the last report item applied
-    polling: bool = False
-    next_poll: float = 0.0
+    polling: bool = False  # a poll is outstanding
+    poll_sent: float = 0.0  # when the last poll was sent (monotonic)
     exit_spec_sent: tuple[str | None] | None = None  # (text,) once sent to this agent
     problem: str | None = None  # why a live, large enough node still cannot be used
     isolation: str = HOST  # what separates tasks from the node, as its agent decided
@@ -103,6 +122,15 @@ class _Link:
     last_answer: float | None = None  # when the agent last answered (monotonic), kept
     last_answer_at: datetime | None = None  # the same, on the clock
     unreachable: str | None = None  # why the node is shown unreachable, while it is
+    check_at: float | None = None  # when its answers are next looked at (monotonic)
+    changed: set[str] = field(default_factory=set, repr=False)
+    """Where the node's name goes when its shown state may have changed (shared by the links
+    of one executor, so that showing the nodes' states costs nothing for those unchanged)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SHOWN and "changed" in self.__dict__ and self.__dict__[name] != value:
+            self.changed.add(self.node)
+        object.__setattr__(self, name, value)
 
     def usable_state(self) -> NodeState:
         if self.unreachable is not None and self.state.condition is not NodeCondition.GONE:
@@ -122,7 +150,7 @@ class _Link:
         """Forget the agent (the node left); when it last answered is kept."""
         self.instance = self.agent = self.incarnation = self.problem = None
         self.exit_spec_sent = self.retry_at = self.disk_problem = None
-        self.asked_at = None
+        self.asked_at = self.check_at = None
         self.unreachable = None
         self.ready = self.polling = False
         self.ack = 0
@@ -161,13 +189,15 @@ class AgentExecutor:
         node_refresh_interval: float = 1.0,
         node_timeout: float = DEFAULT_NODE_TIMEOUT,
         poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+        poll_wait: float = DEFAULT_POLL_WAIT,
     ) -> None:
         """`node_dir`: the directory on every node under which agents keep their state and the
         tasks' working and log directories (`<node_dir>/<store_id>/<node>/...`); `store_id`
         names the store this control plane serves, so that another one's agents, tasks and
         logs (another installation, or this one before its store was reset) are never taken
         for its own. `node_timeout`: see the module docstring (the fleet's agents must stop
-        their tasks after as long)."""
+        their tasks after as long). `poll_wait`: how long an agent holds a poll without news (at
+        most a third of `node_timeout`)."""
         if not node_dir.is_absolute():
             raise ValueError(f"the nodes' directory must be an absolute path, got {node_dir}")
         self._cluster = cluster
@@ -179,17 +209,28 @@ class AgentExecutor:
         self._poll_interval = poll_interval
         self._node_timeout = node_timeout
         self._poll_timeout = poll_timeout
+        self._poll_wait = min(poll_wait, node_timeout / WAITS_PER_NODE_TIMEOUT)
         self._node_refresh_interval = node_refresh_interval
         self._lock = threading.RLock()
+        self._changed: set[str] = set()  # nodes whose shown state may differ from `_states`
         self._links = {
-            node.name: _Link(node.name, NodeState(node.name, NodeCondition.GONE, "not seen yet"))
+            node.name: _Link(
+                node.name,
+                NodeState(node.name, NodeCondition.GONE, "not seen yet"),
+                changed=self._changed,
+            )
             for node in cluster.nodes
         }
+        self._states = {name: link.usable_state() for name, link in self._links.items()}
         self._live: dict[str, _Attempt] = {}
+        self._on_node: defaultdict[str, set[str]] = defaultdict(set)  # node: keys in `_live`
+        self._due: list[tuple[float, int, Callable[[], None]]] = []  # a heap of what is due
+        self._order = itertools.count()
         self._events: list[TaskEvent] = []
         self._usage: list[Usage] = []
         self._recovered: list[TaskStatus] | None = None  # collected by `recover()` while it runs
         self._next_refresh = 0.0
+        self._members: Mapping[str, Member] | None = None  # the fleet's, as last followed
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -205,7 +246,10 @@ class AgentExecutor:
 
     def node_states(self) -> Mapping[str, NodeState]:
         with self._lock:
-            return {name: link.usable_state() for name, link in self._links.items()}
+            for name in self._changed:
+                self._states[name] = self._links[name].usable_state()
+            self._changed.clear()
+            return dict(self._states)
 
     def launch(self, task: TaskLaunch) -> None:
         key = check_task_key(task.key)
@@ -220,8 +264,9 @@ class AgentExecutor:
                 raise ExecutorError(f"task {key}: {state.message}")
             self._send_exit_spec(link)
             grace = task.stop_grace_seconds
-            self._live[key] = _Attempt(
-                task.node, self._config.stop_grace_seconds if grace is None else grace
+            self._add_attempt(
+                key,
+                _Attempt(task.node, self._config.stop_grace_seconds if grace is None else grace),
             )
             self._mirror.start(key)
             self._fleet.call(
@@ -310,19 +355,19 @@ class AgentExecutor:
         if now >= self._next_refresh:
             self._refresh_nodes()
         with self._lock:
-            for link in self._links.values():
-                if link.retry_at is not None and now >= link.retry_at:
-                    self._ask_info(link)
-                if link.ready and not link.polling and now >= link.next_poll:
-                    link.polling = True
-                    link.next_poll = now + self._poll_interval
-                    link.asked(now)
-                    on_report = self._on_report(link, link.incarnation)
-                    self._fleet.call(link.agent, "poll", (link.ack,), on_report)
-                self._watch_contact(link, now)
+            while self._due and self._due[0][0] <= now:
+                _, _, action = heapq.heappop(self._due)
+                action()
+            if self._due:
+                timeout = min(timeout, self._due[0][0] - now)
+        timeout = max(0.0, min(timeout, self._next_refresh - now))
         for handler, answer in self._fleet.answers(timeout):
             with self._lock:
                 handler(answer)
+
+    def _at(self, when: float, action: Callable[[], None]) -> None:
+        """Run `action` (under the lock) once `time.monotonic()` reaches `when`."""
+        heapq.heappush(self._due, (when, next(self._order), action))
 
     def _connecting(self) -> bool:
         with self._lock:
@@ -333,40 +378,74 @@ class AgentExecutor:
 
     # -- nodes ------------------------------------------------------------------------------------
 
-    def _watch_contact(self, link: _Link, now: float) -> None:
-        """Show the node unreachable once a call goes unanswered too long, and give its tasks
-        up once its agent has surely stopped them."""
-        if (
-            link.unreachable is None
-            and link.asked_at is not None
-            and now - link.asked_at > self._poll_timeout
-        ):
-            since = link.silent_since().isoformat(timespec="seconds")
-            link.unreachable = (
-                f"unreachable since {since}: PAI's agent on node "
-                f"{link.node} does not answer; its tasks stop by themselves after "
-                f"{self._node_timeout:g} s without the control plane and are retried elsewhere "
-                "once their grace period has passed too"
-            )
-            log.warning("node %s: %s", link.node, link.unreachable)
-        if link.unreachable is None and link.instance is not None:
+    def _expect_answer(self, link: _Link, by: float) -> None:
+        """Look at `by` whether the node answered in time (one look per node is pending at
+        most: it looks again later while a call is outstanding)."""
+        if link.check_at is not None and link.check_at <= by:
             return
-        for key, attempt in list(self._live.items()):
-            if attempt.node != link.node:
+        link.check_at = by
+        self._at(by, lambda: self._check_contact(link, by))
+
+    def _check_contact(self, link: _Link, planned: float) -> None:
+        """Show the node unreachable once it has been silent too long: a call other than a poll
+        unanswered for `poll_timeout`, or nothing heard for a poll's wait and `poll_timeout`
+        since the poll was sent."""
+        if link.check_at != planned:
+            return  # an earlier look took its place
+        link.check_at = None
+        if link.unreachable is not None or link.agent is None:
+            return
+        now = time.monotonic()
+        late = link.asked_at is not None and now - link.asked_at > self._poll_timeout
+        if not late and link.asked_at is not None:
+            self._expect_answer(link, link.asked_at + self._poll_timeout)
+        if not late and link.polling:
+            heard = max(link.poll_sent, link.last_answer or 0.0)
+            deadline = heard + self._poll_wait + self._poll_timeout
+            late = now > deadline
+            if not late:
+                self._expect_answer(link, deadline)
+        if not late:
+            return
+        since = link.silent_since().isoformat(timespec="seconds")
+        link.unreachable = (
+            f"unreachable since {since}: PAI's agent on node "
+            f"{link.node} does not answer; its tasks stop by themselves after "
+            f"{self._node_timeout:g} s without the control plane and are retried elsewhere "
+            "once their grace period has passed too"
+        )
+        log.warning("node %s: %s", link.node, link.unreachable)
+        self._give_up_stopped(link)
+
+    def _give_up_stopped(self, link: _Link) -> None:
+        """Give the tasks of an unreachable or departed node up once its agent has surely
+        stopped them; look again when the next one will have."""
+        if (link.unreachable is None and link.instance is not None) or link.last_answer is None:
+            return
+        now = time.monotonic()
+        reached = link.last_answer
+        later = []
+        for key in sorted(self._on_node[link.node]):
+            stopped = reached + self._node_timeout + self._live[key].grace + FENCE_MARGIN
+            if now < stopped:
+                later.append(stopped)
                 continue
-            reached = link.last_answer if link.last_answer is not None else now
-            if now >= reached + self._node_timeout + attempt.grace + FENCE_MARGIN:
-                since = link.silent_since().isoformat(timespec="seconds")
-                self._finish(
-                    key,
-                    ExitCode.POD_NODE_LOST,
-                    f"node {link.node} was unreachable since {since}: its agent has stopped "
-                    "the task there, and it is retried elsewhere",
-                )
+            since = link.silent_since().isoformat(timespec="seconds")
+            self._finish(
+                key,
+                ExitCode.POD_NODE_LOST,
+                f"node {link.node} was unreachable since {since}: its agent has stopped "
+                "the task there, and it is retried elsewhere",
+            )
+        if later:
+            self._at(min(later), lambda: self._give_up_stopped(link))
 
     def _refresh_nodes(self) -> None:
         self._next_refresh = time.monotonic() + self._node_refresh_interval
         members = self._fleet.members()
+        if members is self._members:
+            return  # unchanged: every link follows it already
+        self._members = members
         with self._lock:
             for name, member in members.items():
                 link = self._links[name]
@@ -379,15 +458,19 @@ class AgentExecutor:
                     self._ask_info(link)
 
     def _node_left(self, link: _Link) -> None:
-        """Its tasks are given up by `_watch_contact`, once they have surely stopped: a node
+        """Its tasks are given up once they have surely stopped: a node
         that the engine lost behind a cut network may still run them."""
         log.warning("node %s (%s) left the cluster", link.node, link.where)
         link.disconnect()
+        self._give_up_stopped(link)
 
     def _ask_info(self, link: _Link) -> None:
         link.ready = False
         link.retry_at = link.problem = None
-        link.asked(time.monotonic())
+        now = time.monotonic()
+        link.asked(now)
+        if link.asked_at is not None:
+            self._expect_answer(link, link.asked_at + self._poll_timeout)
         agent = link.agent
         self._fleet.call(agent, "info", (), lambda answer: self._on_info(link, agent, answer))
 
@@ -398,7 +481,7 @@ class AgentExecutor:
             link.problem = f"PAI's agent could not start on node {link.node}: {answer}"
             if link.last_answer is None:
                 link.asked_at = None  # never reached: an agent that cannot start, shown so
-            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
+            self._retry_later(link)
             log.warning("%s", link.problem)
             return
         link.answered()
@@ -415,11 +498,7 @@ class AgentExecutor:
             return
         link.isolation = answer.isolation
         link.incarnation = answer.incarnation
-        resume = {
-            key: self._mirror.resume_points(key)
-            for key, attempt in self._live.items()
-            if attempt.node == link.node
-        }
+        resume = {key: self._mirror.resume_points(key) for key in self._on_node[link.node]}
         if self._recovered is not None:  # a control-plane start: any incomplete copy may be its
             resume.update(self._incomplete_copies())
         self._fleet.call(
@@ -438,7 +517,7 @@ class AgentExecutor:
             return
         if isinstance(answer, Exception):
             log.warning("node %s: recovering its tasks failed (%s); retrying", link.node, answer)
-            link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
+            self._retry_later(link)
             return
         link.answered()
         for chunk in answer.chunks:
@@ -449,6 +528,17 @@ class AgentExecutor:
             self._resync(link, answer.statuses)
         link.ack = 0
         link.ready = True
+        self._poll_at(link, time.monotonic())
+
+    def _retry_later(self, link: _Link) -> None:
+        """Ask the agent again after AGENT_RETRY_INTERVAL, unless something else did first."""
+        retry_at = link.retry_at = time.monotonic() + AGENT_RETRY_INTERVAL
+
+        def retry() -> None:
+            if link.retry_at == retry_at:
+                self._ask_info(link)
+
+        self._at(retry_at, retry)
 
     def _take_over(self, statuses: tuple[TaskStatus, ...]) -> None:
         """At a control-plane start: the controller decides about every attempt found."""
@@ -460,19 +550,21 @@ class AgentExecutor:
             else:
                 self._mirror.start(status.key)
                 grace = status.stop_grace_seconds
-                self._live[status.key] = _Attempt(
-                    status.node,
-                    self._config.stop_grace_seconds if grace is None else grace,
-                    status.started_at,
+                self._add_attempt(
+                    status.key,
+                    _Attempt(
+                        status.node,
+                        self._config.stop_grace_seconds if grace is None else grace,
+                        status.started_at,
+                    ),
                 )
 
     def _resync(self, link: _Link, statuses: tuple[TaskStatus, ...]) -> None:
         """After the agent restarted or the node rejoined: report what changed meanwhile, end
         what the agent lost, and stop what nobody wants any more."""
         found = {status.key: status for status in statuses}
-        for key, attempt in list(self._live.items()):
-            if attempt.node != link.node:
-                continue
+        for key in sorted(self._on_node[link.node]):
+            attempt = self._live[key]
             status = found.get(key)
             if status is None:
                 self._finish(key, ExitCode.POD_EXTERNAL_DELETED, "its node's agent lost it")
@@ -491,6 +583,22 @@ class AgentExecutor:
                 self._fleet.call(link.agent, "kill", (status.key, reason), self._ignore)
 
     # -- what agents report -----------------------------------------------------------------------
+
+    def _poll_at(self, link: _Link, when: float) -> None:
+        """Send the agent its next poll at `when`, unless it left or restarted meanwhile."""
+        agent, incarnation = link.agent, link.incarnation
+
+        def poll() -> None:
+            if agent is not link.agent or incarnation != link.incarnation:
+                return
+            if link.ready and not link.polling:
+                link.polling = True
+                link.poll_sent = time.monotonic()
+                self._expect_answer(link, link.poll_sent + self._poll_wait + self._poll_timeout)
+                on_report = self._on_report(link, incarnation)
+                self._fleet.call(agent, "poll", (link.ack, self._poll_wait), on_report)
+
+        self._at(when, poll)
 
     def _on_report(
         self, link: _Link, incarnation: str | None
@@ -519,6 +627,7 @@ class AgentExecutor:
                 link.ack = number
             if answer.usage is not None:
                 self._usage = [*self._usage[-USAGE_KEPT:], answer.usage]
+            self._poll_at(link, max(time.monotonic(), link.poll_sent + self._poll_interval))
 
         return apply
 
@@ -536,6 +645,10 @@ class AgentExecutor:
             self._report_started(event.key, event.at)
         elif event.result is not None:
             self._report_finished(event.key, event.result)
+
+    def _add_attempt(self, key: str, attempt: _Attempt) -> None:
+        self._live[key] = attempt
+        self._on_node[attempt.node].add(key)
 
     def _launched(self, key: str, answer: object) -> None:
         if isinstance(answer, Exception) and key in self._live:
@@ -561,7 +674,8 @@ class AgentExecutor:
     def _report_finished(self, key: str, result: TaskResult) -> None:
         if result.started_at is not None:
             self._report_started(key, result.started_at)
-        del self._live[key]
+        attempt = self._live.pop(key)
+        self._on_node[attempt.node].discard(key)
         self._mirror.complete(key)
         self._events.append(TaskEvent(key, TaskEventKind.FINISHED, result.finished_at, result))
 

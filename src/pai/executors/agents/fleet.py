@@ -29,13 +29,16 @@ class Fleet(Protocol):
     `answers` from one thread at a time."""
 
     def members(self) -> Mapping[str, Member]:
-        """Every node of the cluster file, by name."""
+        """Every node of the cluster file, by name: the very same mapping, unchanged, as long
+        as nothing changed spares the control plane a pass over it."""
 
     def start_agent(self, node: str, instance: str) -> Any:
         """Start (or find) the agent of `node` on machine `instance`; a handle for `call`."""
 
     def call(self, agent: Any, method: str, args: tuple[Any, ...], on_answer: Handler) -> None:
-        """Send `agent.method(*args)` and return at once; `answers` delivers its answer."""
+        """Send `agent.method(*args)` and return at once; `answers` delivers its answer. One
+        caller's calls reach an agent in order, but for `poll`: an agent holds a poll without
+        news (up to its wait), and must take other calls meanwhile."""
 
     def answers(self, timeout: float) -> list[tuple[Handler, Any]]:
         """The calls answered within `timeout` (at least one, unless none was), each as its

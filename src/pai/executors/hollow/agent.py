@@ -1,10 +1,12 @@
 """`HollowAgent`: a node's agent that runs nothing, answering the calls a real agent answers.
 
-It answers `info`, `set_exit_spec`, `launch`, `kill`, `poll(ack)` and `recover` as the Ray
-engine's agent does (`pai.executors.ray.agent`), with the same numbered, acknowledged reports,
-so the control plane follows it exactly as a real node. A launched task is running at once and
-ends as its plan says (`.plan`), or when it is stopped. Nothing here runs by itself: a task's
-end and the fence are timers of the fleet (`.fleet`), so an idle hollow node costs nothing.
+It answers `info`, `set_exit_spec`, `launch`, `kill`, `poll(ack, wait)` and `recover` as the
+Ray engine's agent does (`pai.executors.ray.agent`), with the same numbered, acknowledged
+reports, so the control plane follows it exactly as a real node. A launched task is running at
+once and ends as its plan says (`.plan`), or when it is stopped. Nothing here runs by itself: a
+task's end and the fence are timers of the fleet (`.fleet`), so an idle hollow node costs
+nothing. `poll` answers at once; the fleet holds a poll without news for up to its `wait`, and
+answers it when the agent says it has news (`News`).
 
 Fencing, as on a real node: once the control plane has not reached the agent for the node
 timeout, its tasks stop as if stopped by the platform (`KillReason.FENCED`). The fleet arms that
@@ -48,6 +50,8 @@ REPLY_ITEMS = 1000
 
 Schedule = Callable[[float, Callable[[], None]], None]
 """Run an action at a moment of `time.monotonic()` (the fleet's timers)."""
+News = Callable[[str], None]
+"""Tell the fleet that node `node` has something new to report."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -87,9 +91,10 @@ class _Task:
 class HollowAgent:
     """The agent of one hollow node (see the module docstring)."""
 
-    def __init__(self, node: str, schedule: Schedule, node_timeout: float) -> None:
+    def __init__(self, node: str, schedule: Schedule, news: News, node_timeout: float) -> None:
         self._node = node
         self._schedule = schedule
+        self._news = news
         self._node_timeout = node_timeout
         self._incarnation = uuid.uuid4().hex
         self._spec = exit_spec(None)
@@ -130,9 +135,9 @@ class HollowAgent:
             raise UnknownTaskError(f"no task attempt {key!r} runs on node {self._node}")
         self._stop(task, reason)
 
-    def poll(self, ack: int) -> Report:
+    def poll(self, ack: int, wait: float = 0.0) -> Report:
         """What happened since the last acknowledged reply (`ack`: its last number); a task
-        whose end was acknowledged is forgotten."""
+        whose end was acknowledged is forgotten. The fleet holds an empty reply for `wait`."""
         self._reached()
         kept = 0
         for number, item in self._outbox:
@@ -201,3 +206,4 @@ class HollowAgent:
     def _number(self, item: Item) -> None:
         self._last_number += 1
         self._outbox.append((self._last_number, item))
+        self._news(self._node)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pai.cluster.model import ClusterConfig
-from pai.executors.agents.executor import DEFAULT_NODE_TIMEOUT, AgentExecutor
+from pai.executors.agents.executor import (
+    DEFAULT_NODE_TIMEOUT,
+    DEFAULT_POLL_TIMEOUT,
+    DEFAULT_POLL_WAIT,
+    AgentExecutor,
+)
 from pai.executors.hollow.fleet import HollowFleet
 from pai.executors.node.taskfiles import SupervisorConfig
 from pai.runtime.exitspec import ExitSpecSource
@@ -28,6 +33,8 @@ class HollowExecutor(AgentExecutor):
         loss_every: float = 60.0,
         seed: int | None = None,
         poll_interval: float = 0.1,
+        poll_wait: float = DEFAULT_POLL_WAIT,
+        poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     ) -> None:
         """`state_dir`: where the copies of the tasks' logs go, and under which the tasks'
         (never created) working directories are named; `loss`, `loss_every`: see `HollowFleet`."""
@@ -44,4 +51,6 @@ class HollowExecutor(AgentExecutor):
             exit_specs=exit_specs,
             poll_interval=poll_interval,
             node_timeout=node_timeout,
+            poll_wait=poll_wait,
+            poll_timeout=poll_timeout,
         )

@@ -5,6 +5,10 @@ were sent, as Ray delivers one caller's calls to an actor. Everything that happe
 a node (a task's end, the fence) is a timer on one heap, run by that same thread before it
 answers: no thread per node, and no pass over every node or task.
 
+Long polls: a `poll` whose reply would carry nothing is held, as a Ray agent holds it, and
+answered once its agent has news (a task started or ended) or its `wait` has passed, whichever
+comes first; the expiry is a timer on the same heap. An idle node costs one call per `wait`.
+
 Node loss (`loss`, `loss_every`): every `loss_every` seconds, the nodes that went silent the
 time before answer again and another `loss` share of the nodes, drawn at random, goes silent
 for the next `loss_every` seconds, as behind a cut network. A silent node's agent receives
@@ -29,6 +33,7 @@ from typing import Any
 
 from pai.cluster.model import ClusterConfig
 from pai.executors.agents.fleet import Handler, Member
+from pai.executors.agents.wire import Report
 from pai.executors.base import NodeCondition, NodeState
 from pai.executors.hollow.agent import HollowAgent
 
@@ -64,7 +69,9 @@ class HollowFleet:
         self._agents: dict[str, HollowAgent] = {}
         self._condition = threading.Condition()
         self._queue: deque[tuple[HollowAgent, str, tuple[Any, ...], Handler]] = deque()
-        self._failed: list[tuple[Handler, Any]] = []  # calls lost to silence, as answered
+        self._ready: list[tuple[Handler, Any]] = []  # answered by timers, or lost to silence
+        self._held: dict[str, tuple[HollowAgent, int, Handler]] = {}  # node: its held poll
+        self._news: set[str] = set()  # nodes with news since their held poll was looked at
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._silent: dict[str, list[Handler]] = {}  # silent nodes, with the calls they missed
@@ -77,13 +84,16 @@ class HollowFleet:
     # -- the Fleet protocol -----------------------------------------------------------------------
 
     def members(self) -> Mapping[str, Member]:
+        """The same nodes, for good (silence is not absence)."""
         return self._members
 
     def start_agent(self, node: str, instance: str) -> HollowAgent:
         with self._condition:
             agent = self._agents.get(node)
             if agent is None:
-                agent = self._agents[node] = HollowAgent(node, self.schedule, self._node_timeout)
+                agent = self._agents[node] = HollowAgent(
+                    node, self.schedule, self._news.add, self._node_timeout
+                )
             return agent
 
     def call(self, agent: Any, method: str, args: tuple[Any, ...], on_answer: Handler) -> None:
@@ -93,24 +103,65 @@ class HollowFleet:
 
     def answers(self, timeout: float) -> list[tuple[Handler, Any]]:
         with self._condition:
-            if not self._queue and not self._failed:
+            if not self._queue and not self._ready:
+                if self._timers:
+                    timeout = min(timeout, max(0.0, self._timers[0][0] - time.monotonic()))
                 self._condition.wait(timeout)
             calls, self._queue = self._queue, deque()
         self._run_due_timers()
-        answered, self._failed = self._failed, []
         for agent, method, args, handler in calls:
             missed = self._silent.get(agent.node)
             if missed is not None:
                 missed.append(handler)
-                continue
-            try:
-                answered.append((handler, getattr(agent, method)(*args)))
-            except Exception as error:  # the call's own exception, as a real agent's
-                answered.append((handler, error))
+            elif method == "poll":
+                self._poll(agent, args, handler)
+            else:
+                self._ready.append(self._answer(agent, method, args, handler))
+        self._answer_news()
+        answered, self._ready = self._ready, []
         return answered
 
     def close(self) -> None:
         """Hollow nodes live in this process: they end with it."""
+
+    # -- long polls -------------------------------------------------------------------------------
+
+    def _poll(self, agent: HollowAgent, args: tuple[Any, ...], handler: Handler) -> None:
+        earlier = self._held.get(agent.node)
+        if earlier is not None:  # one held poll per node: the earlier one gets what there is
+            self._release(agent.node, earlier[2])
+        answer = self._answer(agent, "poll", args, handler)
+        ack: int = args[0]
+        wait: float = args[1] if len(args) > 1 else 0.0
+        if not isinstance(answer[1], Report) or answer[1].items or wait <= 0:
+            self._ready.append(answer)
+            return
+        self._held[agent.node] = (agent, ack, handler)
+        self.schedule(time.monotonic() + wait, lambda: self._release(agent.node, handler))
+
+    def _release(self, node: str, handler: Handler) -> None:
+        """Answer the held poll of `node`, if `handler`'s is still held."""
+        held = self._held.get(node)
+        if held is not None and held[2] is handler:
+            del self._held[node]
+            agent, ack, _ = held
+            self._ready.append(self._answer(agent, "poll", (ack,), handler))
+
+    def _answer_news(self) -> None:
+        for node in self._news:
+            held = self._held.get(node)
+            if held is not None:
+                self._release(node, held[2])
+        self._news.clear()
+
+    @staticmethod
+    def _answer(
+        agent: HollowAgent, method: str, args: tuple[Any, ...], handler: Handler
+    ) -> tuple[Handler, Any]:
+        try:
+            return handler, getattr(agent, method)(*args)
+        except Exception as error:  # the call's own exception, as a real agent's
+            return handler, error
 
     # -- timers and loss --------------------------------------------------------------------------
 
@@ -135,10 +186,14 @@ class HollowFleet:
         for node, missed in self._silent.items():
             log.warning("hollow node %s answers again", node)
             error = HollowNodeSilent(f"hollow node {node} was silent: the call never arrived")
-            self._failed += [(handler, error) for handler in missed]
+            self._ready += [(handler, error) for handler in missed]
         self._silent = {
             node: [] for node in self._random.sample(sorted(self._members), self._loss_count)
         }
+        for node, missed in self._silent.items():  # a held poll's answer is lost on the way
+            held = self._held.pop(node, None)
+            if held is not None:
+                missed.append(held[2])
         log.warning(
             "hollow nodes going silent for %g s: %s", self._loss_every, ", ".join(self._silent)
         )

@@ -6,8 +6,13 @@ exits, and a task must outlive a restart of its agent. And each supervisor has t
 as its lifeline: when the raylet ends, the node has left the cluster, PAI retries its tasks
 elsewhere, and they must not go on here.
 
-The control plane pulls everything else with `poll(ack)`: the events and log output of the
-node's tasks, numbered, a task's output after its start and before its end. What a reply carried
+The control plane pulls everything else with `poll(ack, wait)`: the events and log output of
+the node's tasks, numbered, a task's output after its start and before its end. A poll with
+nothing to report is held for up to `wait` seconds, the agent looking for news every
+NEWS_CHECK_INTERVAL (or at once after a launch), so news leaves as it happens while an idle node
+answers once per `wait`; Ray runs polls in a concurrency group of their own (see `.executor`),
+so a held poll keeps no launch or stop waiting. A recovery ends a held poll at once: it is the
+previous control plane's, and the next one's poll would wait behind it. What a reply carried
 is dropped only once the next poll acknowledges it, so a reply lost on the way is sent again:
 nothing is lost or applied twice. New output is read only when everything before it was
 acknowledged, so an agent that nobody polls holds no more than one reply's worth. This module
@@ -50,6 +55,8 @@ from pai.runtime.exitspec import ExitSpecSource
 log = logging.getLogger(__name__)
 
 EXIT_SPEC_FILE = "exit-spec.yaml"
+NEWS_CHECK_INTERVAL = 0.1
+"""How often a held poll looks for news (the tasks' events and output)."""
 FENCE_CHECK_INTERVAL = 0.5
 """How often the agent looks whether the control plane has been away too long."""
 MIB = 1024 * 1024
@@ -95,8 +102,11 @@ class NodeAgent:
         self._outbox: list[tuple[int, Item]] = []
         self._last_number = 0
         self._readers: dict[str, dict[LogStream, LogReader]] = {}
-        # The fence runs in a thread of its own while Ray calls the methods: both take the lock.
+        # The fence runs in a thread of its own while Ray calls the methods, and polls in a
+        # concurrency group of their own: all take the lock (a held poll leaves it meanwhile).
         self._lock = threading.Lock()
+        self._news = threading.Condition(self._lock)
+        self._recoveries = 0  # a poll held across a recovery ends
         self._node_timeout = node_timeout
         self._last_contact = time.monotonic()
         self._fenced: set[str] = set()
@@ -134,21 +144,29 @@ class NodeAgent:
             self._reached()
             self._executor.launch(task)
             self._follow(task.key, {})
+            self._news.notify_all()
 
     def kill(self, key: str, reason: KillReason) -> None:
         self._reached()
         self._executor.kill(key, reason)
 
-    def poll(self, ack: int) -> Report:
-        """What happened since the last acknowledged reply (`ack`: its last number)."""
-        with self._lock:
+    def poll(self, ack: int, wait: float = 0.0) -> Report:
+        """What happened since the last acknowledged reply (`ack`: its last number); when
+        nothing did, as soon as something does, or after `wait` seconds with nothing."""
+        deadline = time.monotonic() + wait
+        with self._news:
+            recoveries = self._recoveries
             self._reached()
-            return self._report(ack)
+            self._outbox = [(number, item) for number, item in self._outbox if number > ack]
+            while True:
+                if not self._outbox:
+                    self._gather()
+                left = deadline - time.monotonic()
+                if self._outbox or left <= 0 or self._recoveries != recoveries:
+                    return self._report()
+                self._news.wait(min(NEWS_CHECK_INTERVAL, left))
 
-    def _report(self, ack: int) -> Report:
-        self._outbox = [(number, item) for number, item in self._outbox if number > ack]
-        if not self._outbox:
-            self._gather()
+    def _report(self) -> Report:
         reply: list[tuple[int, Item]] = []
         size = 0
         for number, item in self._outbox:
@@ -168,6 +186,8 @@ class NodeAgent:
         (bytes into each stream's current segment, None when that copy has rotated)."""
         with self._lock:
             self._reached()
+            self._recoveries += 1
+            self._news.notify_all()
             return self._recover(resume)
 
     def _recover(self, resume: dict[str, dict[str, int | None]]) -> Recovery:

@@ -2,18 +2,20 @@
 
 An agent is a detached actor named after the store, the node and its Ray node id, pinned there
 with hard node affinity, so a restarted control plane finds it again by name. Ray runs one
-caller's calls to an actor in order, which is what `AgentExecutor` needs of a fleet; its
-answers come back as Ray futures. A cluster-file node is a live Ray node with its address (or
-name), as large as the cluster file says (`.nodes`). `RayExecutor` is `AgentExecutor` over
-this fleet; `connect()` first.
+caller's calls to an actor in order, which is what `AgentExecutor` needs of a fleet, except
+polls: they run in a concurrency group of their own, so that a poll the agent holds keeps no
+launch or stop waiting. Each answer is handed over by a callback as it arrives, so collecting
+them costs nothing per call still outstanding (every node has a poll outstanding). A
+cluster-file node is a live Ray node with its address (or name), as large as the cluster file
+says (`.nodes`). `RayExecutor` is `AgentExecutor` over this fleet; `connect()` first.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from pai.cluster.model import ClusterConfig
 from pai.executors.agents.executor import (
     DEFAULT_NODE_TIMEOUT,
     DEFAULT_POLL_TIMEOUT,
+    DEFAULT_POLL_WAIT,
     AgentExecutor,
 )
 from pai.executors.agents.fleet import Handler, Member
@@ -35,8 +38,11 @@ from pai.runtime.exitspec import ExitSpecSource
 log = logging.getLogger(__name__)
 
 AGENT_PREFIX = "pai-agent"
+POLLS = "polls"
+"""The agent's concurrency group that runs its polls, one at a time."""
 
-_AgentActor = ray.remote(NodeAgent)
+# Ray's type hints lack the (documented) concurrency groups of a class.
+_AgentActor = ray.remote(concurrency_groups={POLLS: 1})(NodeAgent)  # type: ignore[call-overload]
 
 
 class RayEngineError(RuntimeError):
@@ -86,8 +92,8 @@ class RayFleet:
         self._usage_interval = usage_interval
         self._node_timeout = node_timeout
         self._unlisted: set[str] = set()  # Ray nodes outside the cluster, named in the log
-        self._lock = threading.Lock()
-        self._handlers: dict[Any, Handler] = {}  # futures still on their way
+        self._arrived = threading.Condition()
+        self._answers: list[tuple[Handler, Any]] = []  # arrived, not yet collected
 
     def members(self) -> Mapping[str, Member]:
         nodes = ray_nodes()
@@ -119,29 +125,28 @@ class RayFleet:
         return agent
 
     def call(self, agent: Any, method: str, args: tuple[Any, ...], on_answer: Handler) -> None:
-        ref = getattr(agent, method).remote(*args)
-        with self._lock:
-            self._handlers[ref] = on_answer
+        remote = getattr(agent, method)
+        if method == "poll":
+            remote = remote.options(concurrency_group=POLLS)
+        future = remote.remote(*args).future()
+        future.add_done_callback(lambda done: self._arrive(on_answer, done))
 
     def answers(self, timeout: float) -> list[tuple[Handler, Any]]:
-        with self._lock:
-            refs = list(self._handlers)
-        if not refs:
-            time.sleep(timeout)
-            return []
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
-        if ready and rest:
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        answered: list[tuple[Handler, Any]] = []
-        for ref in ready:
-            with self._lock:
-                handler = self._handlers.pop(ref)
-            try:
-                answered.append((handler, ray.get(ref)))
-            except Exception as error:  # the call's own exception, or Ray's about the actor
-                answered.append((handler, error))
+        with self._arrived:
+            if not self._answers:
+                self._arrived.wait(timeout)
+            answered, self._answers = self._answers, []
         return answered
+
+    def _arrive(self, handler: Handler, done: Future[Any]) -> None:
+        """Keep an answer for `answers` (in a thread of Ray's)."""
+        try:
+            answer = done.result()
+        except Exception as error:  # the call's own exception, or Ray's about the actor
+            answer = error
+        with self._arrived:
+            self._answers.append((handler, answer))
+            self._arrived.notify()
 
     def close(self) -> None:
         """Leave the Ray cluster (the agents and their tasks go on)."""
@@ -179,6 +184,7 @@ class RayExecutor(AgentExecutor):
         usage_interval: float = 5.0,
         node_timeout: float = DEFAULT_NODE_TIMEOUT,
         poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+        poll_wait: float = DEFAULT_POLL_WAIT,
     ) -> None:
         """See `AgentExecutor`; `usage_interval`: how often agents sample what is used."""
         config = config or SupervisorConfig()
@@ -202,4 +208,5 @@ class RayExecutor(AgentExecutor):
             node_refresh_interval=node_refresh_interval,
             node_timeout=node_timeout,
             poll_timeout=poll_timeout,
+            poll_wait=poll_wait,
         )
