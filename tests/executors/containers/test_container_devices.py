@@ -3,7 +3,6 @@ gets exactly the devices the scheduler chose, with what the spec says each bring
 
 from __future__ import annotations
 
-import json
 import resource
 import uuid
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pai.cluster.cdispecs import DEFAULT_CDI_DIRS
+from cdi_spec_files import device_spec
 from pai.executors.base import LogStream
 from pai.executors.isolation.runtime import may_raise_limits
 
@@ -25,37 +24,9 @@ KIND = f"acc.example/npu{uuid.uuid4().hex[:8]}"
 
 @pytest.fixture
 def npu_spec(tmp_path: Path) -> Iterator[str]:
-    """A CDI spec of two devices of `KIND` in the folder podman reads, removed afterwards; each
-    device sets a variable, adds a device node and mounts a file, so what a task got is visible."""
-    folder = DEFAULT_CDI_DIRS[0]
-    created = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    devices = []
-    for index in (0, 1):
-        info = tmp_path / f"npu{index}-info"
-        info.write_text(f"npu {index}\n")
-        edits = {
-            "env": [f"NPU_{index}_GIVEN=yes"],
-            "deviceNodes": [{"path": f"/dev/npu{index}", "hostPath": "/dev/null"}],
-            "mounts": [
-                {"hostPath": str(info), "containerPath": f"/npu/{index}", "options": ["ro", "bind"]}
-            ],
-        }
-        devices.append({"name": str(index), "containerEdits": edits})
-    spec = {
-        "cdiVersion": "0.5.0",
-        "kind": KIND,
-        "devices": devices,
-        "containerEdits": {"env": ["NPU_DRIVER=1.0"]},
-    }
-    path = folder / f"pai-test-{KIND.rpartition('/')[2]}.json"
-    path.write_text(json.dumps(spec))
-    try:
+    """Two devices of `KIND` (`cdi_spec_files.device_spec`)."""
+    with device_spec(KIND, (0, 1), tmp_path):
         yield KIND
-    finally:
-        path.unlink()
-        if created and not any(folder.iterdir()):
-            folder.rmdir()
 
 
 def test_a_task_gets_exactly_its_devices_by_cdi_name(containers: Harness, npu_spec: str) -> None:

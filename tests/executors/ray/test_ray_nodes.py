@@ -203,6 +203,8 @@ def test_rays_accelerator_resources_become_device_kinds() -> None:
             "10.0.0.4", name="mi300", CPU=8, GPU=2, **{"accelerator_type:AMD-Instinct-MI300X": 1}
         ),
         ray_node("10.0.0.5", name="h100", CPU=8, GPU=2, **{"accelerator_type:H100": 1}),
+        # A kind Ray has no name for, declared as a resource named after it.
+        ray_node("10.0.0.6", name="fpga", CPU=8, **{"acc.example/fpga": 2}),
     ]
 
     cluster = cluster_from_ray(nodes)
@@ -217,5 +219,6 @@ def test_rays_accelerator_resources_become_device_kinds() -> None:
         "trn": ("aws.amazon.com/neuroncore", 32),
         "mi300": ("amd.com/gpu", 2),
         "h100": ("nvidia.com/gpu", 2),
+        "fpga": ("acc.example/fpga", 2),
     }
     assert nodes[1].describe() == "4 x habana.ai/gaudi, 8 CPUs and 16384 MB"

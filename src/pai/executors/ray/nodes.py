@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from pai.cluster.detect import Machine, MachineResources, cluster_document, sku_model_of
-from pai.cluster.devices import DEFAULT_DEVICE_KIND
+from pai.cluster.devices import DEFAULT_DEVICE_KIND, KIND_PATTERN
 from pai.cluster.model import ClusterConfig, NodeSpec
 from pai.cluster.parse import load_cluster
 from pai.executors.base import NodeCondition, NodeState
@@ -96,16 +96,20 @@ class RayNode:
 
 def _accelerators(resources: Mapping[str, float], model: str | None) -> tuple[str, int]:
     """The kind of the node's devices and how many: its GPUs (NVIDIA's unless the accelerator
-    type names AMD or Intel), else the first of Ray's other accelerator resources it has."""
-    if resources.get("GPU", 0) >= 1 or not any(
-        resources.get(name, 0) >= 1 for name in RAY_ACCELERATOR_KINDS
-    ):
-        vendors = [
-            kind for prefix, kind in RAY_GPU_VENDORS.items() if (model or "").startswith(prefix)
-        ]
-        return (vendors[0] if vendors else DEFAULT_DEVICE_KIND), int(resources.get("GPU", 0))
-    name = next(name for name in RAY_ACCELERATOR_KINDS if resources.get(name, 0) >= 1)
-    return RAY_ACCELERATOR_KINDS[name], int(resources[name])
+    type names AMD or Intel), else the first of Ray's other accelerator resources it has, else a
+    resource named after a CDI kind (`ray start --resources '{"acc.example/npu": 2}'`): how a
+    node declares devices of a kind Ray has no name for."""
+    if resources.get("GPU", 0) < 1:
+        named = [name for name in RAY_ACCELERATOR_KINDS if resources.get(name, 0) >= 1]
+        if named:
+            return RAY_ACCELERATOR_KINDS[named[0]], int(resources[named[0]])
+        kinds = sorted(
+            name for name, count in resources.items() if count >= 1 and KIND_PATTERN.match(name)
+        )
+        if kinds:
+            return kinds[0], int(resources[kinds[0]])
+    vendors = [kind for prefix, kind in RAY_GPU_VENDORS.items() if (model or "").startswith(prefix)]
+    return (vendors[0] if vendors else DEFAULT_DEVICE_KIND), int(resources.get("GPU", 0))
 
 
 @dataclass(frozen=True)

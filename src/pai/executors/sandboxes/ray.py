@@ -17,6 +17,7 @@ PAI's task port range, as docs/deploy.md asks of a real cluster. Needs Linux and
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import random
 import secrets
@@ -26,7 +27,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -72,6 +73,9 @@ class WorkerSpec:
     name: str
     cpus: int = 2
     gpus: int = 0
+    resources: Mapping[str, int] = field(default_factory=dict)
+    """Ray's custom resources of the worker (`ray start --resources`), such as the devices of a
+    kind Ray has no name for: `{"acc.example/npu": 2}`."""
 
 
 class RaySandbox(Sandbox):
@@ -229,6 +233,7 @@ class RaySandbox(Sandbox):
                 f"--node-name={name}",
                 f"--num-cpus={worker.cpus}",
                 f"--num-gpus={worker.gpus}",
+                f"--resources={json.dumps(dict(worker.resources))}",
                 *WORKER_PORTS,
             ],
             env=self._environment({}),
