@@ -22,10 +22,10 @@ from pai.cluster.devices import DEFAULT_DEVICE_KIND, device_name
 @dataclass(frozen=True)
 class VendorVariables:
     """`runtime`: read by the vendor's container runtime (node indices, also in a container);
-    `library`: read by its user-space library (indices among the devices the task sees)."""
+    `userspace`: read by its user-space library (indices among the devices the task sees)."""
 
     runtime: tuple[str, ...] = ()
-    library: tuple[str, ...] = ()
+    userspace: tuple[str, ...] = ()
 
 
 VENDOR_VARIABLES: dict[str, VendorVariables] = {
@@ -64,7 +64,7 @@ def device_env(kind: str, devices: Sequence[int]) -> dict[str, str]:
         return env
     listed = ",".join(str(device) for device in devices)
     variables = vendor_variables(kind)
-    env.update({name: listed for name in (*variables.runtime, *variables.library)})
+    env.update({name: listed for name in (*variables.runtime, *variables.userspace)})
     env.update(
         PAI_DEVICE_KIND=kind,
         PAI_DEVICE_COUNT=str(len(devices)),
@@ -75,7 +75,7 @@ def device_env(kind: str, devices: Sequence[int]) -> dict[str, str]:
 
 
 def visible_indices_in_container(kind: str, count: int) -> dict[str, str]:
-    """The library variables as a container with only the task's `count` devices numbers
+    """The user-space variables as a container with only the task's `count` devices numbers
     them: from 0."""
     numbered = ",".join(str(index) for index in range(count))
-    return {name: numbered for name in vendor_variables(kind).library}
+    return {name: numbered for name in vendor_variables(kind).userspace}
