@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,6 +61,10 @@ class ContainerSandbox(Sandbox):
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._runroot: Path | None = None
+        """podman's run-time state, in a short path of its own: podman refuses a runroot of over
+        50 characters in the `container cleanup` that ends each container, and `podman run` then
+        waits out its 20 s conmon timeout for a cleanup that never comes."""
         self.password = secrets.token_urlsafe(16)
         self._registries: dict[str, subprocess.Popen[bytes]] = {}
         """`HOST:PORT` of each registry process (all serve the same images), the first on
@@ -94,6 +99,7 @@ class ContainerSandbox(Sandbox):
         if missing:
             raise SandboxUnavailable(f"install {', '.join(missing)} (apt-get install)")
         self.root.mkdir(parents=True, exist_ok=True)
+        self._runroot = Path(tempfile.mkdtemp(prefix="pai-run-", dir="/tmp"))
         self._write_configuration()
         self._write_credentials()
         self._start_registry("127.0.0.1")
@@ -108,6 +114,8 @@ class ContainerSandbox(Sandbox):
             self.podman("rm", "--all", "--force", "--time", "0", check=False)
             self.podman("system", "reset", "--force", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._runroot is not None:
+            shutil.rmtree(self._runroot, ignore_errors=True)
 
     # -- images -----------------------------------------------------------------------------------
 
@@ -191,7 +199,7 @@ class ContainerSandbox(Sandbox):
         )
         (self.root / "storage.conf").write_text(
             '[storage]\ndriver = "overlay"\n'
-            f'graphroot = "{self.root / "storage"}"\nrunroot = "{self.root / "run"}"\n'
+            f'graphroot = "{self.root / "storage"}"\nrunroot = "{self._runroot}"\n'
         )
 
     def _write_credentials(self) -> None:
