@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from sqlalchemy import update
 
 from pai.cluster import cluster_from_file
 from pai.orchestrator.leadership import LEASE_ID, Leadership, LeaseTerms
-from pai.orchestrator.published import StoredControlPlane
+from pai.orchestrator.published import PublishedState, StoredControlPlane, publish
 from pai.orchestrator.term import ControllerTerm
 from pai.platform import build_controller
 from pai.runtime.exitspec import ExitSpecSource
@@ -68,3 +69,36 @@ def test_an_api_worker_without_a_controller_says_so(database: Database) -> None:
     workers_view = StoredControlPlane(database, SecretBox(b"k" * 32), ExitSpecSource())
     with pytest.raises(ServiceUnavailableError, match="no PAI controller has started yet"):
         _ = workers_view.cluster
+
+
+def test_an_api_worker_reads_the_state_again_only_after_a_new_publication(
+    database: Database, pai_database_url: str, tmp_path: Path
+) -> None:
+    """At thousands of nodes the state is megabytes: a worker that re-read it twice a second
+    while nothing changed would spend a share of a core on it."""
+    settings = server_settings(tmp_path / "home", pai_database_url)
+    controller, engine = build_controller(settings, cluster_from_file(LOCAL_CLUSTER_FILE), database)
+    leadership = Leadership(database, "http://127.0.0.1:9187", terms=SHORT)
+    term = ControllerTerm(leadership, controller, on_lost=lambda: None)
+    assert term.begin()
+    try:
+        workers_view = StoredControlPlane(database, controller.secret_box, ExitSpecSource())
+        workers_view.refresh()
+        vcs = set(workers_view.snapshot().vcs)
+        assert vcs == {"default", "research"}
+
+        with database.session() as session:  # the same version, other text: not read again
+            session.execute(
+                update(ControllerLease).where(ControllerLease.id == LEASE_ID).values(state="{")
+            )
+        workers_view.refresh()
+        assert set(workers_view.snapshot().vcs) == vcs
+
+        state = PublishedState.of(controller)
+        fewer = replace(state.snapshot, vcs={"default": state.snapshot.vcs["default"]})
+        publish(database, leadership, replace(state, snapshot=fewer))
+        workers_view.refresh()
+        assert set(workers_view.snapshot().vcs) == {"default"}
+    finally:
+        term.end()
+        engine.close()

@@ -33,7 +33,7 @@ def test_an_empty_database_is_upgraded_to_exactly_the_models(pai_database_url: s
     try:
         assert database.current_revision() is None
         upgrade(database)
-        assert database.current_revision() == head_revision() == "0013_group_user_limits"
+        assert database.current_revision() == head_revision() == "0014_published_state_versions"
         assert schema_differences(database) == []
     finally:
         database.dispose()

@@ -67,7 +67,10 @@ def publish(database: Database, leadership: Leadership, state: PublishedState) -
                 ControllerLease.holder == leadership.holder,
                 ControllerLease.epoch == leadership.epoch,
             )
-            .values(state=_STATE.dump_json(state).decode())
+            .values(
+                state=_STATE.dump_json(state).decode(),
+                state_version=ControllerLease.state_version + 1,
+            )
         )
 
 
@@ -99,7 +102,7 @@ class StoredControlPlane:
         self._exit_specs = exit_specs
         self._refresh_every = refresh_every
         self._reading: _Reading | None = None
-        self._raw = ""
+        self._version = -1
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -148,20 +151,27 @@ class StoredControlPlane:
             self._thread.join(timeout=5)
 
     def refresh(self) -> None:
-        """Read what the controller published last."""
+        """Read what the controller published last, if it published since the last reading."""
         with self._database.reading() as session:
             row = session.execute(
-                select(ControllerLease.state, ControllerLease.address).where(
+                select(ControllerLease.state_version, ControllerLease.address).where(
                     ControllerLease.id == LEASE_ID
                 )
             ).one_or_none()
-        if row is None or not row.state:
-            return
-        if row.state != self._raw or self._reading is None:
-            self._reading = _Reading(_STATE.validate_json(row.state), row.address)
-            self._raw = row.state
-        elif row.address != self._reading.address:
-            self._reading = _Reading(self._reading.state, row.address)
+            if row is None:
+                return
+            if self._reading is None or row.state_version != self._version:
+                published = session.execute(
+                    select(ControllerLease.state, ControllerLease.state_version).where(
+                        ControllerLease.id == LEASE_ID
+                    )
+                ).one()
+                if not published.state:
+                    return
+                self._reading = _Reading(_STATE.validate_json(published.state), row.address)
+                self._version = published.state_version
+            elif row.address != self._reading.address:
+                self._reading = _Reading(self._reading.state, row.address)
 
     def _keep_fresh(self) -> None:
         while not self._stopping.wait(self._refresh_every):

@@ -386,9 +386,11 @@ class ControllerLease(Base):
     epoch: Mapped[int] = mapped_column()
     acquired_at: Mapped[datetime] = mapped_column()
     expires_at: Mapped[datetime] = mapped_column()
-    state: Mapped[str] = mapped_column(Text, default="")
+    state: Mapped[str] = mapped_column(Text, default="", deferred=True)
     """The holder's cluster and its state after its last pass (JSON), which API workers in
-    other processes show."""
+    other processes show. Deferred: renewing the lease need not load it."""
+    state_version: Mapped[int] = mapped_column(default=0, server_default="0")
+    """Raised at each publication of `state`: a reader compares it before reading the state."""
 
 
 class RateWindow(Base):
