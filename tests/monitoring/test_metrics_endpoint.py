@@ -48,4 +48,7 @@ def test_jobs_nodes_vcs_and_the_api_are_measured(pai_platform: RunningServer) ->
     assert {"/api/v2/jobs", "/api/v2/jobs/{framework_name}"} <= routes
     assert metrics["pai_job_submissions_total"][0][1] >= 1
     assert metrics["pai_scheduling_decision_seconds_count"][0][1] >= 1
+    assert metrics["pai_controller_pass_seconds_count"][0][1] >= 1
+    # at least the job's row, its task's and their states as it was placed and started
+    assert metrics["pai_store_rows_written_total"][0][1] >= 3
     assert metrics["pai_home_disk_free_bytes"][0][1] > 0

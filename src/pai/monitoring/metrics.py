@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
@@ -66,6 +66,12 @@ class PlatformMetrics:
             buckets=WAITING_BUCKETS,
             registry=self.registry,
         )
+        self.passes = Histogram(
+            "pai_controller_pass_seconds",
+            "Time the controller takes for one pass (intake, events, timers, scheduling, writes).",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
         self.registry.register(_Live(controller, database, home))
         # Tasks' and nodes' samples change once a monitoring round: rendered once a round.
         self._monitor = monitor
@@ -94,6 +100,9 @@ class PlatformMetrics:
 
     def placed(self, virtual_cluster: str, waited_seconds: float) -> None:
         self.waiting.labels(virtual_cluster).observe(max(0.0, waited_seconds))
+
+    def passed(self, seconds: float) -> None:
+        self.passes.observe(seconds)
 
 
 TASK_METRICS: tuple[tuple[str, str, Callable[[TaskUsage], float | None]], ...] = (
@@ -214,6 +223,11 @@ class _Live(Collector):
         yield from self._vcs()
         yield from self._gpus()
         yield self._devices()
+        yield CounterMetricFamily(
+            "pai_store_rows_written",
+            "Rows the controller's process inserted, updated or deleted in the store.",
+            value=self._database.rows_written,
+        )
         disk = shutil.disk_usage(self._home)
         yield GaugeMetricFamily(
             "pai_home_disk_free_bytes", "Free bytes on the disk of $PAI_HOME.", value=disk.free

@@ -113,6 +113,10 @@ class SchedulingObserver(Protocol):
     def placed(self, virtual_cluster: str, waited_seconds: float) -> None:
         """A group of a job of the VC was placed, `waited_seconds` after the job's submission."""
 
+    def passed(self, seconds: float) -> None:
+        """The controller ended a pass (intake, events, timers, scheduling, writes), taking
+        `seconds`."""
+
 
 class Controller:
     """Owns the scheduler and drives the executor; run it with `start()` / `stop()`."""
@@ -244,12 +248,15 @@ class Controller:
             self._wake.clear()
             if not self.may_act():
                 continue  # the lease is not (yet again) known to be held: decide nothing
+            started = time.perf_counter()
             try:
                 self.run_once(check_intents=woken)
             except Exception as error:  # a bug must not stop every job in the cluster
                 self._on_failed_pass(error)
                 time.sleep(1.0)
             else:
+                if self.observer is not None:
+                    self.observer.passed(time.perf_counter() - started)
                 if self._store_failing is not None:
                     log.warning("the store takes writes again: the controller's decisions are in")
                     self._store_failing = None
