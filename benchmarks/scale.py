@@ -16,7 +16,14 @@ pages of 50 (filtered as the portal does). Then, for each size:
 - running tasks: those of the jobs RUNNING when the load ended;
 - controller CPU per task start: the controller's CPU time while the load ran over the running
   tasks;
+- controller pass p99: of the controller's passes while the load ran (`pai_controller_pass_seconds`
+  of `/metrics`, to its histogram's bucket);
+- store rows per task: the rows the controller wrote while the load ran
+  (`pai_store_rows_written_total`), over the running tasks;
 - memory: the most resident memory seen of the controller's process and of the API workers.
+
+`--plot DIR` draws each figure against the cluster's size into DIR (docs/images/scale holds the
+published run's).
 
 - idle CPU (`--idle`, instead of the load): the control plane's CPU with no job at all, in %
   of one core per 1000 nodes, over `--idle-seconds` after it has started: what watching the
@@ -24,6 +31,7 @@ pages of 50 (filtered as the portal does). Then, for each size:
 
     python benchmarks/scale.py --sizes 100           # a quick look
     python benchmarks/scale.py --json                # 500, 2000 and 5000 nodes
+    python benchmarks/scale.py --plot docs/images/scale
     python benchmarks/scale.py --idle                # idle cost at 500, 2000 and 5000 nodes
 """
 
@@ -52,6 +60,7 @@ from api import (  # this directory's API benchmark starts servers alike
     postgres_reachable,
     store,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 GPUS_PER_NODE = 8
 JOB_TEXT = """protocolVersion: 2
@@ -170,6 +179,40 @@ class Load:
                 self.memory_mb[part] = max(self.memory_mb[part], resident)
 
 
+class ControllerMetrics:
+    """The controller's counters in `/metrics` (relayed by the API from loopback), read before
+    and after the load: what changed in between is the load's."""
+
+    def __init__(self, api: str) -> None:
+        self._url = api.removesuffix("/api/v2") + "/metrics"
+        self._before = self._read()
+
+    def _read(self) -> dict[str, float]:
+        text = httpx.get(self._url, timeout=60).raise_for_status().text
+        values: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            if family.name in ("pai_controller_pass_seconds", "pai_store_rows_written"):
+                for sample in family.samples:
+                    key = sample.name + sample.labels.get("le", "")
+                    values[key] = sample.value
+        return values
+
+    def since(self) -> tuple[float, float]:
+        """The 99th percentile of the passes since, to its bucket's upper bound (s), and the
+        rows written since."""
+        after = self._read()
+        changed = {key: after[key] - self._before.get(key, 0.0) for key in after}
+        rows = changed.get("pai_store_rows_written_total", 0.0)
+        passes = changed.get("pai_controller_pass_seconds_count", 0.0)
+        bounds = sorted(
+            (float(key.removeprefix("pai_controller_pass_seconds_bucket")), count)
+            for key, count in changed.items()
+            if key.startswith("pai_controller_pass_seconds_bucket")
+        )
+        p99 = next((bound for bound, count in bounds if count >= 0.99 * passes), float("nan"))
+        return p99, rows
+
+
 def job_outcomes(client: httpx.Client) -> tuple[list[float], int, int]:
     """Submission to RUNNING of every job that ran, in seconds; how many had not; and the tasks
     of the jobs RUNNING now (the mix's jobs run all their tasks at once)."""
@@ -205,11 +248,13 @@ def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[st
             ) as (api, processes),
         ):
             meter = CpuMeter(processes, postgresql=False)
+            metrics = ControllerMetrics(api)
             load = Load(api, args.rate, nodes * args.tasks_per_node, args.readers, processes)
             with load.running():
                 load.done.wait()
                 time.sleep(args.settle)
             cpu = meter.seconds()
+            pass_p99, rows = metrics.since()
             with log_in(api, "admin", ADMIN_PASSWORD) as client:
                 latencies, waiting, running = job_outcomes(client)
     return {
@@ -225,8 +270,11 @@ def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[st
         "get_job_p99_ms": round(percentile(load.get_ms, 0.99), 1),
         "list_p99_ms": round(percentile(load.list_ms, 0.99), 1),
         "controller_cpu_ms_per_task_start": round(cpu["controller"] * 1000 / max(running, 1), 1),
+        "controller_pass_p99_s": pass_p99,
+        "store_rows_per_task": round(rows / max(running, 1), 1),
         "controller_memory_mb": round(load.memory_mb["controller"]),
         "api_workers_memory_mb": round(load.memory_mb["api_workers"]),
+        "control_plane_memory_mb": round(sum(load.memory_mb.values())),
     }
 
 
@@ -257,6 +305,44 @@ def measure_idle(nodes: int, args: argparse.Namespace, database: str) -> dict[st
     }
 
 
+PANELS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
+    ("submit -> RUNNING (s)", ("submit_to_running_p50_s", "submit_to_running_p99_s"), 5.0),
+    ("reads, p99 (ms)", ("get_job_p99_ms", "list_p99_ms"), 1000.0),
+    ("controller pass, p99 (s)", ("controller_pass_p99_s",), None),
+    ("controller CPU per task start (ms)", ("controller_cpu_ms_per_task_start",), None),
+    (
+        "memory (MB)",
+        ("controller_memory_mb", "api_workers_memory_mb", "control_plane_memory_mb"),
+        2048.0,
+    ),
+    ("store rows written per task", ("store_rows_per_task",), None),
+)
+"""Each panel of the plot: its title, the figures it draws, and the target line (the issue's
+service-level objectives on this benchmark's machine), if any."""
+
+
+def plot(results: list[dict[str, Any]], directory: Path) -> Path:
+    """One panel per figure against the cluster's size; the PNG's path."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(12, 6.5), layout="constrained")
+    nodes = [result["nodes"] for result in results]
+    for axes, (title, keys, target) in zip(figure.subplots(2, 3).flat, PANELS, strict=True):
+        for key in keys:
+            axes.plot(nodes, [result[key] for result in results], marker="o", label=key)
+        if target is not None:
+            axes.axhline(target, color="red", linestyle="--", linewidth=1, label="target")
+        axes.set_title(title)
+        axes.set_xlabel("nodes (8 GPUs each)")
+        axes.set_ylim(bottom=0)
+        axes.legend(fontsize="small")
+    figure.suptitle(f"PAI on hollow clusters, {results[0]['database']} store")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "scale.png"
+    figure.savefig(path, dpi=90)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -276,6 +362,9 @@ def main() -> None:
         "--idle", action="store_true", help="measure the idle control plane instead of a load"
     )
     parser.add_argument(
+        "--plot", type=Path, metavar="DIR", help="draw the figures against the size into DIR"
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=20.0, help="how long --idle measures each size"
     )
     parser.add_argument(
@@ -292,6 +381,8 @@ def main() -> None:
     sizes = [int(size) for size in args.sizes.split(",")]
     measure = measure_idle if args.idle else measure_size
     results = [measure(nodes, args, args.database) for nodes in sizes]
+    if args.plot and not args.idle:
+        plot(results, args.plot)
     if args.json:
         print(json.dumps({"sizes": results}))
         return
