@@ -47,6 +47,7 @@ from pai.orchestrator.active import (
 )
 from pai.orchestrator.fairness import FairnessState, JobFairness
 from pai.orchestrator.launching import assign_ports, build_launch
+from pai.orchestrator.pacing import Pace
 from pai.orchestrator.policy import job_policy
 from pai.protocol import JobSpec
 from pai.runtime.classification import Classification, ExitCode
@@ -81,6 +82,9 @@ log = logging.getLogger(__name__)
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 _KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
 LAUNCH_THREADS = 8
+VIEW_SHARE = 0.1
+"""Of the controller's time, the most that refreshing the view API workers show may take
+(`pacing`): at 5,000 nodes refreshing it after every pass took most of the controller's time."""
 """Launches of one pass run this many at a time, so a gang's tasks start together."""
 
 
@@ -168,6 +172,8 @@ class Controller:
         self._new_demand: set[int] = set()  # jobs that asked for cells since the last pass
         self._snapshot = scheduler.snapshot()
         self._vc_jobs: dict[str, VcJobs] = {}
+        self._view_stale = False  # the view `snapshot()` and its kin show trails the last pass
+        self._view_pace = Pace(VIEW_SHARE)
         self._node_states: dict[str, NodeState] = {}
         self._cordons: dict[str, NodeState] = {}
         self._node_names = {node.name for node in scheduler.cluster.nodes}
@@ -240,7 +246,7 @@ class Controller:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            woken = self._wake.wait(self._poll_interval())
+            woken = self._wake.wait(self._next_wait())
             if woken:
                 batch_ends = self._last_intake + self.settings.batch_window
                 self._stopping.wait(max(0.0, batch_ends - time.monotonic()))
@@ -275,6 +281,12 @@ class Controller:
                 error,
             )
 
+    def _next_wait(self) -> float:
+        """Until the next pass: the poll interval, or sooner when the view is due again."""
+        if self._view_stale:
+            return min(self._poll_interval(), self._view_pace.wait())
+        return self._poll_interval()
+
     def _poll_interval(self) -> float:
         if self._starting and time.monotonic() < self._watch_launches_until:
             return self.settings.launch_poll_interval
@@ -304,6 +316,8 @@ class Controller:
         self._run_effects()
         if changed:
             self._publish()
+        if self._view_stale and not self._view_pace.wait():
+            self._refresh_view()
 
     # -- nodes ------------------------------------------------------------------------------------
 
@@ -802,9 +816,16 @@ class Controller:
                 self._timers[job.id] = wakeup
 
     def _publish(self) -> None:
-        self._snapshot = self.scheduler.snapshot()
-        self._vc_jobs = self._tally.per_vc()
-        self._fairness_state = self._fairness.state(self._clock())
+        """The view changed: it is refreshed at the end of this pass, or of a later one when
+        refreshing it costs more than `VIEW_SHARE` of the controller's time would allow."""
+        self._view_stale = True
+
+    def _refresh_view(self) -> None:
+        with self._view_pace.run():
+            self._snapshot = self.scheduler.snapshot()
+            self._vc_jobs = self._tally.per_vc()
+            self._fairness_state = self._fairness.state(self._clock())
+        self._view_stale = False
 
     # -- recovery ---------------------------------------------------------------------------------
 
@@ -845,7 +866,7 @@ class Controller:
             self._handle(owner, fw.on_preempted(owner.machine, tasks, "a restart", now), now)
         self._restore_tasks(now)
         self._schedule_needed = True
-        self._publish()  # what was rebuilt shows before the first pass changes anything
+        self._refresh_view()  # what was rebuilt shows before the first pass changes anything
 
     def _restore_tasks(self, now: float) -> None:
         known = {status.key: status for status in self.executor.recover()}
