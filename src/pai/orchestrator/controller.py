@@ -82,10 +82,10 @@ log = logging.getLogger(__name__)
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 _KILL_REASONS = {reason.exit_code: reason for reason in KillReason}
 LAUNCH_THREADS = 8
+"""Launches of one pass run this many at a time, so a gang's tasks start together."""
 VIEW_SHARE = 0.1
 """Of the controller's time, the most that refreshing the view API workers show may take
 (`pacing`): at 5,000 nodes refreshing it after every pass took most of the controller's time."""
-"""Launches of one pass run this many at a time, so a gang's tasks start together."""
 
 
 @dataclass(frozen=True)
