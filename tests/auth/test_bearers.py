@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
+from fake_clock import FakeClock
 from pai.auth.bearer import authenticate_token
 from pai.auth.bearers import BearerCache
 from pai.auth.bootstrap import initialize
@@ -21,14 +22,6 @@ from pai.settings import Settings
 from pai.store import Database, identity
 
 KEY = b"k" * 32
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -55,7 +48,7 @@ def reads_of(database: Database) -> list[str]:
 def test_a_bearer_is_read_once_and_then_only_the_epoch_now_and_then(
     database: Database, tokens: TokenService
 ) -> None:
-    clock = Clock()
+    clock = FakeClock()
     bearers = BearerCache(ttl=2.0, clock=clock)
     bearers.watch(database)
     token = issue(database, tokens, "admin")
@@ -76,7 +69,7 @@ def test_a_change_committed_by_another_process_is_seen_within_the_ttl(
     whose triggers raise the epoch)."""
     database = Database(pai_database_url)
     initialize(database, Settings(home=tmp_path, database_url=pai_database_url))
-    clock = Clock()
+    clock = FakeClock()
     bearers = BearerCache(ttl=2.0, clock=clock)
     bearers.watch(database)
     token = alice_of_vision(database, tokens)

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from fake_clock import FakeClock
 from pai.orchestrator import pacing
 from pai.orchestrator.pacing import Pace
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
     monkeypatch.setattr(pacing.time, "monotonic", fake)
     return fake
 
 
-def test_work_cheaper_than_its_threshold_is_never_held_back(clock: Clock) -> None:
+def test_work_cheaper_than_its_threshold_is_never_held_back(clock: FakeClock) -> None:
     pace = Pace(0.1, free_below=0.005)
     for _ in range(3):
         with pace.run():
@@ -31,7 +24,7 @@ def test_work_cheaper_than_its_threshold_is_never_held_back(clock: Clock) -> Non
         assert pace.wait() == 0.0
 
 
-def test_costly_work_takes_at_most_its_share_of_the_time(clock: Clock) -> None:
+def test_costly_work_takes_at_most_its_share_of_the_time(clock: FakeClock) -> None:
     pace = Pace(0.1, free_below=0.005)
     assert pace.wait() == 0.0  # the first run is due at once
     with pace.run():
@@ -41,7 +34,7 @@ def test_costly_work_takes_at_most_its_share_of_the_time(clock: Clock) -> None:
     assert pace.wait() == 0.0
 
 
-def test_a_failed_run_counts_as_well(clock: Clock) -> None:
+def test_a_failed_run_counts_as_well(clock: FakeClock) -> None:
     pace = Pace(0.5, free_below=0.0)
     with pytest.raises(RuntimeError), pace.run():
         clock.now += 1.0

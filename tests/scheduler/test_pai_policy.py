@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from scheduler_helpers import gpu_cluster, group
 
+from fake_clock import FakeClock
 from pai.errors import ConfigurationError
 from pai.scheduler import Allocation, Bind, GroupRequest, Preempt, Wait, WaitKind
 from pai.scheduler.pai import PaiScheduler, build_scheduler
@@ -17,17 +18,9 @@ MINUTE = 60.0
 HOUR = 60 * MINUTE
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _starving_setup() -> tuple[PaiScheduler, Clock, dict[str, float]]:
+def _starving_setup() -> tuple[PaiScheduler, FakeClock, dict[str, float]]:
     """VC a owns two 8-GPU nodes: A (4 GPUs, 40 min) and B (8 GPUs, 100 min) run."""
-    clock = Clock()
+    clock = FakeClock(0.0)
     declared: dict[str, float] = {}
     scheduler = PaiScheduler(
         gpu_cluster(1, 2, {"a": {"nodes": 2}}),
@@ -82,7 +75,7 @@ def test_a_starving_job_is_told_when_it_starts_and_small_jobs_backfill_only_in_t
 
 
 def test_without_known_run_times_the_estimate_says_so_and_then_learns() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     scheduler = PaiScheduler(
         gpu_cluster(1, 1, {"a": {"nodes": 1}}), clock=clock, starvation_after_s=0, overflow=False
     )
@@ -115,7 +108,7 @@ def test_a_job_that_finds_its_vc_full_runs_on_another_vcs_idle_cells() -> None:
 def _two_opportunistic_jobs(**options: object) -> PaiScheduler:
     """VC a's and b's nodes both idle, taken by opportunistic jobs: `old` started at 0 h (on the
     first node), `young` at 9 h; it is 10 h now."""
-    clock = Clock()
+    clock = FakeClock(0.0)
     cluster = gpu_cluster(1, 2, {"a": {"nodes": 1}, "b": {"nodes": 1}})
     scheduler = PaiScheduler(cluster, clock=clock, **options)  # type: ignore[arg-type]
     _run(scheduler, group("old", "b", -1, 8))

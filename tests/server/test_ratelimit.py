@@ -9,18 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from fake_clock import FakeClock
 from pai.errors import TooManyRequestsError
 from pai.server.ratelimit import StoredRateLimiter
 from pai.store import Database
 from server.harness import StartServer, server_settings
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 7200.0  # the start of a minute and of an hour
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def acquire(database: Database, limiter: StoredRateLimiter, key: str) -> None:
@@ -29,7 +22,7 @@ def acquire(database: Database, limiter: StoredRateLimiter, key: str) -> None:
 
 
 def test_allows_the_limit_then_says_when_to_retry(database: Database) -> None:
-    clock = Clock()
+    clock = FakeClock(7200.0)  # the start of a minute and of an hour
     limiter = StoredRateLimiter("test", 3, 60, what="job submissions", clock=clock)
     for _ in range(3):
         clock.now += 10
@@ -46,7 +39,7 @@ def test_allows_the_limit_then_says_when_to_retry(database: Database) -> None:
 
 
 def test_the_window_slides_and_refusals_do_not_count(database: Database) -> None:
-    clock = Clock()
+    clock = FakeClock(7200.0)  # the start of a minute and of an hour
     limiter = StoredRateLimiter("test", 2, 3600, what="job submissions", clock=clock)
     acquire(database, limiter, "alice")
     acquire(database, limiter, "alice")
@@ -64,7 +57,7 @@ def test_the_window_slides_and_refusals_do_not_count(database: Database) -> None
 
 
 def test_keys_are_limited_independently(database: Database) -> None:
-    limiter = StoredRateLimiter("test", 1, 60, what="job submissions", clock=Clock())
+    limiter = StoredRateLimiter("test", 1, 60, what="job submissions", clock=FakeClock(7200.0))
     acquire(database, limiter, "alice")
     acquire(database, limiter, "bob")
     with pytest.raises(TooManyRequestsError):
