@@ -35,6 +35,8 @@ HOSTS = 16
 TASKS = 64
 GANG = "ring"
 WAIT = 180.0
+NODE_TIMEOUT = 6.0
+"""A lost host's tasks are given up this + the grace period + 2 s after it last answered."""
 STARTS_AT_ONCE = 4
 """Workers started together: more miss `ray start`'s fixed 30 s deadline on 2 busy cores."""
 
@@ -52,7 +54,8 @@ def sandbox(requirement: Callable[[bool, str], None]) -> Iterator[RaySandbox]:
 def platform(sandbox: RaySandbox) -> Iterator[PaiUp]:
     path = sandbox.root / "cluster.yaml"
     path.write_text(cluster_file(sandbox))
-    pai = PaiUp(sandbox.root / "home", path, pai_settings(sandbox))
+    settings = {**pai_settings(sandbox), "PAI_RAY_NODE_TIMEOUT": f"{NODE_TIMEOUT:g}"}
+    pai = PaiUp(sandbox.root / "home", path, settings)
     pai.start()
     with pai.client() as client:
         wait_until(lambda: len(alive(client)) == HOSTS, "every host alive in PAI", WAIT)
@@ -107,9 +110,11 @@ def test_a_lost_host_ends_its_tasks_with_node_lost_and_the_gang_is_retried_for_f
     by_address = {node.address: node.name for node in client.nodes()}
     lost = by_address[gang[0]]
 
+    stopped = time.monotonic()
     sandbox.stop_worker(lost)
     try:
         wait_until(lambda: client.job(GANG).job_status.retries == 1, "the gang retried", WAIT)
+        print(f"\nthe gang retried {time.monotonic() - stopped:.1f} s after {lost} stopped")
         [node] = [node for node in client.nodes() if node.name == lost]
         waiting = client.job(GANG)
         attempts = client.job_attempts(GANG)

@@ -168,9 +168,9 @@ class RaySandbox(Sandbox):
 
     def close(self) -> None:
         """Take everything down; safe to call more than once and after a failed start."""
-        for name in self.workers:
-            if Path("/run/netns", self.namespace(name)).exists():
-                self.stop_worker(name)
+        made = [name for name in self.workers if Path("/run/netns", self.namespace(name)).exists()]
+        # All workers at once: one wait for every process killed, however many workers.
+        _kill_all([pid for name in made for pid in _namespace_pids(self.namespace(name))])
         kill_processes_under(self.root)  # the head's processes, with their children
         while self._created:
             subprocess.run(self._created.pop(), capture_output=True, check=False)

@@ -17,6 +17,9 @@ from pai.sdk import Client
 
 HOST_GPUS = 4
 RING_ROLE = "ring"
+GRACE_SECONDS = 1
+"""The gang's grace period: its tasks do nothing on SIGTERM worth waiting for, and a lost host's
+tasks are given up that much sooner (docs/deploy.md, Losing a node)."""
 RING_PROGRAM = """python3 - <<'EOF'
 import os, socket, threading, time
 me = int(os.environ["PAI_TASK_INDEX"])
@@ -86,11 +89,12 @@ def pai_settings(sandbox: RaySandbox) -> dict[str, str]:
 
 def ring_job(name: str, tasks: int) -> str:
     """A gang of `tasks` tasks of one GPU each, running `RING_PROGRAM`; never retried for the
-    user's sake (`jobRetryCount: 0`)."""
+    user's sake (`jobRetryCount: 0`), with a grace period of `GRACE_SECONDS`."""
     commands = "".join(f"        {line}\n" for line in RING_PROGRAM.splitlines())
     return (
         f"protocolVersion: 2\nname: {name}\ntype: job\njobRetryCount: 0\n"
         "prerequisites: [{type: dockerimage, name: image, uri: 'python:3.11'}]\n"
+        f"extras: {{podGracefulDeletionTimeoutSec: {GRACE_SECONDS}}}\n"
         f"taskRoles:\n  {RING_ROLE}:\n    instances: {tasks}\n    dockerImage: image\n"
         "    resourcePerInstance: {cpu: 1, memoryMB: 64, gpu: 1, ports: {ring: 1}}\n"
         f"    commands:\n      - |\n{commands}"
