@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from e2e.pai_process import PaiUp
-from e2e.test_ray_cluster import alive, ray_sandbox_root, restore, wait_until
+from e2e.test_ray_cluster import ray_sandbox_root, restore, wait_until
 from pai.executors.sandboxes.ray import RaySandbox
 from pai.executors.sandboxes.ray_gang import (
     cluster_file,
@@ -25,6 +25,7 @@ from pai.executors.sandboxes.ray_gang import (
     ring_job,
     ring_peer,
     small_hosts,
+    wait_all_alive,
     wait_all_running,
 )
 from pai.sdk import Client
@@ -58,7 +59,7 @@ def platform(sandbox: RaySandbox) -> Iterator[PaiUp]:
     pai = PaiUp(sandbox.root / "home", path, settings)
     pai.start()
     with pai.client() as client:
-        wait_until(lambda: len(alive(client)) == HOSTS, "every host alive in PAI", WAIT)
+        wait_all_alive(client, HOSTS, WAIT)
     yield pai
     pai.stop()
 

@@ -153,7 +153,11 @@ class RaySandbox(Sandbox):
 
     def is_running(self, name: str) -> bool:
         """Whether anything runs on the worker (stopped: nothing does)."""
-        return bool(_namespace_pids(self.namespace(name)))
+        return bool(self.pids(name))
+
+    def pids(self, name: str) -> list[int]:
+        """The processes that run on the worker: Ray's, PAI's agent, the tasks."""
+        return _namespace_pids(self.namespace(name))
 
     def start_worker(self, name: str) -> None:
         """Start (again) the worker's Ray node; it joins the cluster with a new node id.

@@ -107,6 +107,15 @@ def ring_peer(hosts: Mapping[int, str], index: int) -> int:
     return next(other for other in after if hosts[other] != hosts[index])
 
 
+def wait_all_alive(client: Client, hosts: int, timeout: float) -> None:
+    """Wait until PAI shows `hosts` nodes alive."""
+    deadline = time.monotonic() + timeout
+    while len([node for node in client.nodes() if node.engine_state == "alive"]) < hosts:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {hosts} hosts alive in PAI after {timeout:g} s")
+        time.sleep(0.2)
+
+
 def wait_all_running(client: Client, name: str, tasks: int, timeout: float) -> dict[int, str]:
     """Wait until the job runs all its `tasks` tasks; their hosts' addresses by index."""
     deadline = time.monotonic() + timeout
