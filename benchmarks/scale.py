@@ -297,7 +297,14 @@ def measure_ray(hosts: int, args: argparse.Namespace) -> dict[str, Any]:
                     url,
                     args.api_workers,
                     controller_options=("--cluster", str(home / "cluster.yaml")),
-                    env={**pai_settings(sandbox), "PAI_LOG_LEVEL": "WARNING"},
+                    # Tasks run as host processes, as in the tests: the sandbox's hosts share
+                    # this machine, where a container runtime may not run (nodes shown bad).
+                    env={
+                        **pai_settings(sandbox),
+                        "PAI_LOG_LEVEL": "WARNING",
+                        "PAI_ISOLATION": "host",
+                        "PAI_TASK_USER": "root",
+                    },
                 ) as (api, processes),
                 Client.login(api.removesuffix("/api/v2"), "admin", ADMIN_PASSWORD) as client,
             ):
