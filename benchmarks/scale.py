@@ -343,6 +343,115 @@ def plot(results: list[dict[str, Any]], directory: Path) -> Path:
     return path
 
 
+RAY_STARTS_AT_ONCE = 4
+"""Hosts whose `ray start` run together: more miss Ray's fixed 30 s deadline on 2 busy cores."""
+RAY_WAIT = 300.0
+
+
+def measure_ray(hosts: int, args: argparse.Namespace) -> dict[str, Any]:
+    """A real Ray cluster of `hosts` small hosts (each in a network namespace of its own, as
+    root): the control plane's CPU with no job, as `measure_idle` measures it, the agents' on
+    the hosts besides, and how long a gang of one task per GPU of the cluster takes to start."""
+    from pai.executors.sandboxes.ray import RaySandbox
+    from pai.executors.sandboxes.ray_gang import (
+        HOST_GPUS,
+        cluster_file,
+        pai_settings,
+        ring_job,
+        small_hosts,
+        wait_all_alive,
+        wait_all_running,
+    )
+    from pai.sdk import Client
+
+    tasks = hosts * HOST_GPUS
+    # Under /tmp, short: Ray's socket paths live under the sandbox and must stay short.
+    with tempfile.TemporaryDirectory(prefix="pai-scale-", dir="/tmp") as directory:
+        home = Path(directory, "pai")  # apart: the platform kills what names its home at exit
+        home.mkdir()
+        started = time.monotonic()
+        sandbox = RaySandbox(
+            Path(directory, "ray"), small_hosts(hosts), starts_at_once=RAY_STARTS_AT_ONCE
+        )
+        with sandbox:
+            sandbox_seconds = time.monotonic() - started
+            (home / "cluster.yaml").write_text(cluster_file(sandbox))
+            with (
+                store(args.database, args.postgres_url, home) as url,
+                platform(
+                    home,
+                    url,
+                    args.api_workers,
+                    controller_options=("--cluster", str(home / "cluster.yaml")),
+                    # Tasks run as host processes, as in the tests: the sandbox's hosts share
+                    # this machine, where a container runtime may not run (nodes shown bad).
+                    env={
+                        **pai_settings(sandbox),
+                        "PAI_LOG_LEVEL": "WARNING",
+                        "PAI_ISOLATION": "host",
+                        "PAI_TASK_USER": "root",
+                    },
+                ) as (api, processes),
+                Client.login(api.removesuffix("/api/v2"), "admin", ADMIN_PASSWORD) as client,
+            ):
+                wait_all_alive(client, hosts, RAY_WAIT)
+                time.sleep(IDLE_WARM_UP)
+                meter = CpuMeter(processes, postgresql=False)
+                agents = _agent_cpu_seconds(sandbox)
+                time.sleep(args.idle_seconds)
+                cpu = meter.seconds()
+                agents_cpu = sum(_agent_cpu_seconds(sandbox).values()) - sum(agents.values())
+                submitted = time.monotonic()
+                client.submit(ring_job("gang", tasks))
+                spanned = wait_all_running(client, "gang", tasks, RAY_WAIT)
+                gang_seconds = time.monotonic() - submitted
+                client.stop("gang")
+        closed = time.monotonic()
+    control_plane = cpu["controller"] + cpu["api_workers"]
+    host_minutes = hosts * args.idle_seconds / 60
+    return {
+        "hosts": hosts,
+        "gpus": tasks,
+        "sandbox_start_s": round(sandbox_seconds, 1),
+        "sandbox_close_s": round(time.monotonic() - closed, 1),
+        "gang_tasks": tasks,
+        "gang_hosts": len(set(spanned.values())),
+        "gang_submit_to_all_running_s": round(gang_seconds, 1),
+        "idle_control_plane_cpu_s_per_host_per_minute": round(control_plane / host_minutes, 3),
+        "control_plane_cpu_pct_per_1000_nodes": round(
+            control_plane / args.idle_seconds * 100 * 1000 / hosts, 2
+        ),
+        "idle_agents_cpu_s_per_host_per_minute": round(agents_cpu / host_minutes, 3),
+    }
+
+
+def _agent_cpu_seconds(sandbox: Any) -> dict[int, float]:
+    """CPU seconds spent so far by each PAI agent (a Ray actor) on the sandbox's hosts."""
+    spent = {}
+    for name in sandbox.workers:
+        for pid in sandbox.pids(name):
+            try:
+                process = psutil.Process(pid)
+                if " ".join(process.cmdline()).startswith("ray::_AgentActor"):
+                    times = process.cpu_times()
+                    spent[pid] = times.user + times.system
+            except psutil.Error:
+                continue
+    return spent
+
+
+def print_ray(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"A real Ray cluster of {result['hosts']} hosts")
+    table.add_column("")
+    table.add_column("Ray", justify="right")
+    for key, value in result.items():
+        table.add_row(key.replace("_", " "), str(value))
+    Console().print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -375,6 +484,12 @@ def main() -> None:
         default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
         help="the PostgreSQL server to create the store in, with --database postgresql",
     )
+    parser.add_argument(
+        "--ray-hosts",
+        type=int,
+        default=0,
+        help="also measure a real Ray cluster of this many small hosts (needs root and Ray)",
+    )
     args = parser.parse_args()
     if args.database == "postgresql" and not postgres_reachable(args.postgres_url):
         parser.error(f"no PostgreSQL server answers at {args.postgres_url}")
@@ -383,8 +498,9 @@ def main() -> None:
     results = [measure(nodes, args, args.database) for nodes in sizes]
     if args.plot and not args.idle:
         plot(results, args.plot)
+    ray = measure_ray(args.ray_hosts, args) if args.ray_hosts else None
     if args.json:
-        print(json.dumps({"sizes": results}))
+        print(json.dumps({"sizes": results, **({"ray": ray} if ray else {})}))
         return
     from rich.console import Console
     from rich.table import Table
@@ -397,6 +513,8 @@ def main() -> None:
     for key in results[0]:
         table.add_row(key.replace("_", " "), *(str(result[key]) for result in results))
     Console().print(table)
+    if ray:
+        print_ray(ray)
 
 
 if __name__ == "__main__":

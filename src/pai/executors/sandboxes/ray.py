@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,9 +87,13 @@ class RaySandbox(Sandbox):
         root: Path,
         workers: Sequence[WorkerSpec],
         head_env: Mapping[str, str] = HEAD_ENV,
+        starts_at_once: int = 1,
     ) -> None:
-        """`head_env`: Ray's settings for the head (its health check's, by default)."""
+        """`head_env`: Ray's settings for the head (its health check's, by default);
+        `starts_at_once`: how many workers' `ray start` run together (more start a large
+        sandbox sooner, as long as the machine keeps within Ray's deadlines, `START_ENV`)."""
         self.root = root
+        self._starts_at_once = starts_at_once
         self._head_env = dict(head_env)
         self.workers = {worker.name: worker for worker in workers}
         self._tag = f"pai{secrets.token_hex(3)}"
@@ -123,8 +128,9 @@ class RaySandbox(Sandbox):
         try:
             self._make_network()
             self._start_head()
-            for name in self.workers:  # one at a time: a slow machine times out on several
-                self.start_worker(name)
+            with ThreadPoolExecutor(self._starts_at_once) as starting:
+                # list(): the first failure is raised here
+                list(starting.map(self.start_worker, self.workers))
         except BaseException:
             self.close()
             raise
@@ -147,7 +153,11 @@ class RaySandbox(Sandbox):
 
     def is_running(self, name: str) -> bool:
         """Whether anything runs on the worker (stopped: nothing does)."""
-        return bool(_namespace_pids(self.namespace(name)))
+        return bool(self.pids(name))
+
+    def pids(self, name: str) -> list[int]:
+        """The processes that run on the worker: Ray's, PAI's agent, the tasks."""
+        return _namespace_pids(self.namespace(name))
 
     def start_worker(self, name: str) -> None:
         """Start (again) the worker's Ray node; it joins the cluster with a new node id.
@@ -162,9 +172,9 @@ class RaySandbox(Sandbox):
 
     def close(self) -> None:
         """Take everything down; safe to call more than once and after a failed start."""
-        for name in self.workers:
-            if Path("/run/netns", self.namespace(name)).exists():
-                self.stop_worker(name)
+        made = [name for name in self.workers if Path("/run/netns", self.namespace(name)).exists()]
+        # All workers at once: one wait for every process killed, however many workers.
+        _kill_all([pid for name in made for pid in _namespace_pids(self.namespace(name))])
         kill_processes_under(self.root)  # the head's processes, with their children
         while self._created:
             subprocess.run(self._created.pop(), capture_output=True, check=False)
@@ -248,6 +258,9 @@ class RaySandbox(Sandbox):
             f"--temp-dir={self.root / node}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             "--disable-usage-stats",
+            # PAI's driver takes no output from Ray's workers (`log_to_driver=False`): the
+            # process that would send it costs each node 100 MB and seconds of CPU to start.
+            "--include-log-monitor=false",
         ]
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
