@@ -1,0 +1,180 @@
+"""The faults a chaos run injects, each with its undo, and the runner of a schedule.
+
+Each injector breaks something, holds the fault, undoes it (as an operator or systemd would:
+start the process again, bring the link up, start Ray on the host again) and returns once the
+part is back, with a note of what happened. The runner starts each planned fault at its time
+in a thread of its own, once its target is free, and records it as a `Fault` from the break to
+the recovery.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+from pai.chaos.cluster import ChaosCluster, Service
+from pai.chaos.history import Fault, History
+from pai.chaos.schedule import PlannedFault
+from pai.executors.sandboxes.ray import SandboxError
+
+RECOVERY_PATIENCE = 180.0
+RAY_DROP_CHECK = 3.0
+"""Seconds after a link comes back before looking whether Ray dropped the host meanwhile."""
+MOST_HOSTS_DOWN = 2
+"""Of the three hosts, at most this many are lost or cut at once."""
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = RECOVERY_PATIENCE) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.2)
+
+
+def _host_processes(cluster: ChaosCluster, host: str, word: str) -> list[psutil.Process]:
+    listed = subprocess.run(
+        ["ip", "netns", "pids", cluster.sandbox.namespace(host)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = []
+    for pid in listed.stdout.split():
+        try:
+            process = psutil.Process(int(pid))
+            if word in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+class Injectors:
+    """The fault kinds of `schedule.FAULT_KINDS`, on one cluster."""
+
+    def __init__(self, cluster: ChaosCluster) -> None:
+        self.cluster = cluster
+
+    def inject(self, fault: str, target: str, hold: float) -> str:
+        injector: Callable[[str, float], str] = getattr(self, fault.replace("-", "_"))
+        return injector(target, hold)
+
+    def controller_kill(self, _: str, hold: float) -> str:
+        acting = self.cluster.acting_controller()
+        victim = acting or random.choice(self.cluster.controllers)
+        victim.kill()
+        time.sleep(hold)
+        victim.start()
+        _wait_for(lambda: self.cluster.acting_controller() is not None, "a controller acts")
+        now = self.cluster.acting_controller()
+        role = "acting" if acting is victim else "standby"
+        return f"{victim.name} ({role}) killed; {now.name if now else '?'} acts"
+
+    def api_kill(self, target: str, hold: float) -> str:
+        worker = self._service(target)
+        worker.kill()
+        time.sleep(hold)
+        worker.start()
+        worker.wait_answering(RECOVERY_PATIENCE)
+        return f"{target} killed, started again after {hold:g} s"
+
+    def _service(self, name: str) -> Service:
+        return next(s for s in self.cluster.api_workers if s.name == name)
+
+    def agent_kill(self, target: str, _: float) -> str:
+        agents = _host_processes(self.cluster, target, "NodeAgent")
+        for agent in agents:
+            agent.send_signal(signal.SIGKILL)
+        psutil.wait_procs(agents, timeout=10)
+        pids = {agent.pid for agent in agents}
+        _wait_for(
+            lambda: any(
+                p.pid not in pids for p in _host_processes(self.cluster, target, "NodeAgent")
+            ),
+            f"Ray restarts the agent on {target}",
+        )
+        return f"agent pids {sorted(pids)} killed; Ray started a new one"
+
+    def host_loss(self, target: str, hold: float) -> str:
+        self.cluster.sandbox.stop_worker(target)
+        time.sleep(hold)
+        self._start_ray(target)
+        return f"every process on {target} killed; Ray started again after {hold:g} s"
+
+    def _start_ray(self, host: str) -> None:
+        try:
+            self.cluster.sandbox.start_worker(host)
+        except SandboxError:  # a busy machine; the node starts at the next try
+            self.cluster.sandbox.stop_worker(host)
+            self.cluster.sandbox.start_worker(host)
+
+    def link_cut(self, target: str, hold: float) -> str:
+        self.cluster.sandbox.cut(target)
+        time.sleep(hold)
+        self.cluster.sandbox.reconnect(target)
+        time.sleep(RAY_DROP_CHECK)
+        if _host_processes(self.cluster, target, "raylet"):
+            return f"link down for {hold:g} s"
+        # Ray declared the host dead and its raylet ended: the operator starts Ray again.
+        self.cluster.sandbox.stop_worker(target)
+        self._start_ray(target)
+        return f"link down for {hold:g} s; Ray had dropped the host and was started again"
+
+    def store_stop(self, _: str, hold: float) -> str:
+        self.cluster.postgres.pause()
+        time.sleep(hold)
+        self.cluster.postgres.resume()
+        return f"PostgreSQL stopped for {hold:g} s"
+
+
+class FaultRunner(threading.Thread):
+    """Runs `planned` from `started` on, each fault in a thread of its own."""
+
+    def __init__(
+        self,
+        injectors: Injectors,
+        planned: list[PlannedFault],
+        history: History,
+        started: float,
+    ) -> None:
+        super().__init__(name="chaos-faults", daemon=True)
+        self._injectors = injectors
+        self._planned = planned
+        self._history = history
+        self._started = started
+        self._busy: dict[str, threading.Lock] = {}
+        self._hosts_down = threading.BoundedSemaphore(MOST_HOSTS_DOWN)
+        self._threads: list[threading.Thread] = []
+        self.failures: list[str] = []
+
+    def run(self) -> None:
+        for fault in self._planned:
+            time.sleep(max(0.0, self._started + fault.at - time.time()))
+            thread = threading.Thread(target=self._one, args=(fault,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for thread in self._threads:
+            thread.join()
+
+    def _one(self, fault: PlannedFault) -> None:
+        disrupts_host = fault.fault in ("host-loss", "link-cut")
+        with self._busy.setdefault(fault.target, threading.Lock()):
+            if disrupts_host:
+                self._hosts_down.acquire()
+            start = time.time()
+            try:
+                note = self._injectors.inject(fault.fault, fault.target, fault.hold)
+            except Exception as problem:  # recorded, and the run goes on
+                note = f"the fault's undo failed: {problem}"
+                self.failures.append(f"{fault.fault} {fault.target}: {problem}")
+            finally:
+                if disrupts_host:
+                    self._hosts_down.release()
+            self._history.add(Fault(fault.fault, fault.target, start, time.time(), note))
