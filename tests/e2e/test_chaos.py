@@ -8,8 +8,8 @@ import os
 import shutil
 import sys
 import tempfile
-from importlib.util import find_spec
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
