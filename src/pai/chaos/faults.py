@@ -134,8 +134,8 @@ class Injectors:
         return f"PostgreSQL stopped for {hold:g} s"
 
 
-class FaultRunner(threading.Thread):
-    """Runs `planned` from `started` on, each fault in a thread of its own."""
+class FaultRunner:
+    """Runs `planned` from `started` on (`run`), each fault in a thread of its own."""
 
     def __init__(
         self,
@@ -144,7 +144,6 @@ class FaultRunner(threading.Thread):
         history: History,
         started: float,
     ) -> None:
-        super().__init__(name="chaos-faults", daemon=True)
         self._injectors = injectors
         self._planned = planned
         self._history = history

@@ -11,6 +11,7 @@ for every job to end before it looks at what the store and the hosts show.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -93,12 +94,12 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
             for number, (name, person) in enumerate(everyone)
         ]  # fmt: skip
         faults = FaultRunner(Injectors(cluster), plan(seed, minutes * 60), history, started)
-        faults.start()
-        for user in users:
-            user.start()
-        for user in users:
-            user.join()
-        faults.join()
+        parts = [faults.run, *(user.run for user in users)]
+        threads = [threading.Thread(target=part, daemon=True) for part in parts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
         problems = [*faults.failures, *(f for user in users for f in user.stop_failures)]
         for host in WORKERS:
             if not cluster.sandbox.is_running(host):

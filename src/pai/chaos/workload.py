@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,8 +117,9 @@ class Outcome:
     detail: str
 
 
-class User(threading.Thread):
-    """One user submitting jobs until `until`, then finishing the stops it owes."""
+class User:
+    """One user submitting jobs until `until`, then finishing the stops it owes (`run`, in a
+    thread of its own)."""
 
     def __init__(
         self,
@@ -133,7 +133,6 @@ class User(threading.Thread):
         until: float,
         mean_gap: float,
     ) -> None:
-        super().__init__(name=f"chaos-user-{name}", daemon=True)
         self.user = name
         self._submit, self._stop, self._read = submit, stop, read
         self._history = history
