@@ -58,7 +58,7 @@ def read_runs(runs: Path) -> list[Run]:
 
 def final_jobs(client: Client) -> list[FinalJob]:
     finals = []
-    for listed in client.jobs(limit=100000):
+    for listed in client.jobs(limit=50000):
         name = f"{listed.username}~{listed.name}"
         job = client.job(name)
         tasks = tuple(

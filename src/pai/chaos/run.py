@@ -136,7 +136,7 @@ def _wait_hosts_alive(admin: Client, deadline: float) -> None:
 
 def _wait_jobs_ended(admin: Client, deadline: float) -> None:
     while time.monotonic() < deadline:
-        if all(job.state in ("SUCCEEDED", "FAILED", "STOPPED") for job in admin.jobs(limit=100000)):
+        if all(job.state in ("SUCCEEDED", "FAILED", "STOPPED") for job in admin.jobs(limit=50000)):
             return
         time.sleep(2)
 
