@@ -20,9 +20,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:  # the run imports Ray's sandbox: not needed for --help
+    from pai.chaos.run import ChaosReport
 
 
 def main() -> None:
@@ -31,7 +35,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the seed of the faults and the jobs")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
-        "--keep", action="store_true", help="keep the run's directory (history, logs)"
+        "--keep", action="store_true", help="keep the run's history and its services' output"
     )
     options = parser.parse_args()
 
@@ -42,8 +46,9 @@ def main() -> None:
     try:
         report = run_chaos(options.minutes, options.seed, root)
         if options.keep:
-            kept = Path(tempfile.mkdtemp(prefix="pai-chaos-history-"))
+            kept = Path(tempfile.mkdtemp(prefix="pai-chaos-kept-"))
             shutil.copy(report.history, kept)
+            shutil.copytree(root / "logs", kept / "logs")
             report.history = kept / report.history.name
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -54,7 +59,7 @@ def main() -> None:
     sys.exit(1 if report.violations else 0)
 
 
-def show(report) -> None:  # type: ignore[no-untyped-def]
+def show(report: ChaosReport) -> None:
     console = Console()
     faults = Table(title=f"Faults ({report.minutes:g} min, seed {report.seed})")
     for column in ("fault", "count", "recovery mean s", "max s", "runs killed", "work lost s"):
