@@ -32,6 +32,9 @@ NODE_TIMEOUT = 15.0
 """`PAI_RAY_NODE_TIMEOUT`: long enough that a controller's failover does not fence every task,
 short enough that a cut host's tasks run again elsewhere within a short run."""
 LEASE_SECONDS = 3.0
+DISK_BYTES = 256 * 1024 * 1024
+"""The size of each host's disk for its tasks (a tmpfs), so that filling it costs little."""
+DISK_FLOOR = "16MiB"
 START_SECONDS = 90.0
 """How long a `pai serve` process may take to answer HTTP after its start."""
 
@@ -128,6 +131,7 @@ class ChaosCluster:
         self.logs = root / "logs"
         self.controllers: list[Service] = []
         self.api_workers: list[Service] = []
+        self._mounted: list[Path] = []
 
     def start(self) -> None:
         self.root.chmod(0o755)  # the postgres user reaches its cluster's directory through it
@@ -164,6 +168,7 @@ class ChaosCluster:
             "PAI_RAY_NODE_DIR": str(self.node_dir),
             "PAI_RAY_NODE_TIMEOUT": f"{NODE_TIMEOUT:g}",
             "PAI_CONTROLLER_LEASE_SECONDS": f"{LEASE_SECONDS:g}",
+            "PAI_DISK_FLOOR": DISK_FLOOR,
             "PAI_ISOLATION": "host",
             "PAI_TASK_USER": "root",
             # As after `source .venv/bin/activate`: the processes find this environment's tools.
@@ -188,6 +193,22 @@ class ChaosCluster:
         )
         return path
 
+    def mount_host_disks(self) -> None:
+        """Give each host a disk of its own for its tasks' directories: a tmpfs over the (still
+        empty) directory where its agent keeps them. On one machine the hosts otherwise share
+        one disk, and filling it would fill every host's, and this machine's, at once."""
+        for host in WORKERS:
+            jobs = self.host_disk(host)
+            jobs.mkdir(parents=True, exist_ok=True)
+            mount = ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(jobs)]
+            subprocess.run(mount, check=True, capture_output=True)
+            self._mounted.append(jobs)
+
+    def host_disk(self, host: str) -> Path:
+        """Where `host`'s agent keeps its tasks' directories (`<node dir>/<store>/<host>/jobs`)."""
+        [store] = list(self.node_dir.iterdir())
+        return store / host / "jobs"
+
     def acting_controller(self) -> Service | None:
         """The controller that acts: a standby does not listen."""
         return next((c for c in self.controllers if c.running() and answers(c.url)), None)
@@ -201,3 +222,5 @@ class ChaosCluster:
         self.sandbox.close()
         self.postgres.stop()
         kill_processes_under(self.root)
+        for mounted in self._mounted:
+            subprocess.run(["umount", "--lazy", str(mounted)], check=False, capture_output=True)

@@ -9,6 +9,7 @@ the recovery.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -18,9 +19,10 @@ from collections.abc import Callable
 
 import psutil
 
-from pai.chaos.cluster import ChaosCluster, Service
+from pai.chaos.cluster import DISK_FLOOR, ChaosCluster, Service
 from pai.chaos.history import Fault, History
 from pai.chaos.schedule import PlannedFault
+from pai.diskfloor import DiskFloor, room
 from pai.executors.sandboxes.ray import SandboxError
 
 RECOVERY_PATIENCE = 180.0
@@ -126,6 +128,19 @@ class Injectors:
         self.cluster.sandbox.stop_worker(target)
         self._start_ray(target)
         return f"link down for {hold:g} s; Ray had dropped the host and was started again"
+
+    def disk_fill(self, target: str, hold: float) -> str:
+        """Fill the host's disk until only half its floor is free, as a task writing without
+        end would: the node takes no new tasks and its tasks' logs are cut meanwhile."""
+        disk = self.cluster.host_disk(target)
+        filler = disk / ".chaos-fill"
+        disk_room = room(disk, DiskFloor.parse(DISK_FLOOR))
+        size = max(0, disk_room.free - disk_room.floor // 2)
+        with open(filler, "wb") as out:
+            os.posix_fallocate(out.fileno(), 0, size)
+        time.sleep(hold)
+        filler.unlink()
+        return f"{size // (1024 * 1024)} MiB written, {hold:g} s under the floor"
 
     def store_stop(self, _: str, hold: float) -> str:
         self.cluster.postgres.pause()

@@ -83,6 +83,7 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
             for name in (*SDK_USERS, CLI_USER):
                 admin.create_user(name, PASSWORD)
             _wait_hosts_alive(admin, time.monotonic() + 180)
+        cluster.mount_host_disks()
         people = {name: SdkUser(name, urls, history) for name in SDK_USERS}
         cli = CliUser(CLI_USER, urls, root / "cli")
         started = time.time()

@@ -33,6 +33,7 @@ FAULT_KINDS = (
     FaultKind("host-loss", 2, HOSTS, (5.0, 30.0)),
     FaultKind("link-cut", 2, HOSTS, (10.0, 60.0)),
     FaultKind("store-stop", 2, ("store",), (2.0, 10.0)),
+    FaultKind("disk-fill", 2, HOSTS, (10.0, 40.0)),
 )
 BY_NAME = {kind.name: kind for kind in FAULT_KINDS}
 
