@@ -23,6 +23,8 @@ from pai.chaos.history import (
 )
 
 HOST_A, HOST_B = "10.201.0.2", "10.201.0.3"
+UNKNOWN_FAILURE = 255
+"""What PAI reports for a task that exited with a status its exit spec does not name (3)."""
 
 
 def submission(job: str, state: str = "SUCCEEDED", **changes: object) -> Submission:
@@ -69,7 +71,7 @@ def clean_history() -> list[Record]:
     that failed as asked, a refused submission, a slow read while the store was away."""
     return [
         submission("moved"),
-        submission("fails", "FAILED", workload="fail", expected_exit_code=3),
+        submission("fails", "FAILED", workload="fail", expected_exit_code=UNKNOWN_FAILURE),
         submission("refused", accepted=False, detail="400 invalid"),
         Fault("host-loss", "w1", 2.0, 9.0),
         Fault("store-stop", "postgres", 20.0, 24.0),
@@ -80,7 +82,7 @@ def clean_history() -> list[Record]:
         Call("alice@api-1", "POST", "/jobs", 21.0, 21.1, 503, retry_after="1"),
         read("/jobs/alice~moved", 30.0, 30.2),
         final("moved", host=HOST_B),
-        final("fails", "FAILED", code=3),
+        final("fails", "FAILED", code=UNKNOWN_FAILURE),
     ]
 
 
@@ -108,7 +110,7 @@ def test_a_job_that_ends_otherwise_than_its_kind_must_is_named_with_how_it_ended
 
 def test_a_wrong_exit_code_and_a_job_that_did_not_end_are_found() -> None:
     records = [*clean_history()[:-2], final("moved", "RUNNING", host=HOST_B)]
-    records.append(final("fails", "FAILED", code=1))
+    records.append(final("fails", "FAILED", code=137))
     assert sorted(rules(records)) == ["not-ended", "store-disagrees", "wrong-exit-code"]
 
 
@@ -119,7 +121,7 @@ def test_a_refused_submission_the_store_kept_and_a_job_nobody_submitted_are_foun
 
 
 def test_a_job_recorded_twice_is_found() -> None:
-    assert "recorded-twice" in rules([*clean_history(), final("fails", "FAILED", code=3)])
+    assert "recorded-twice" in rules([*clean_history(), final("fails", "FAILED", code=UNKNOWN_FAILURE)])
 
 
 def test_an_unanswered_submission_may_or_may_not_have_arrived() -> None:
@@ -176,7 +178,7 @@ def test_anything_left_on_a_host_after_its_job_ended_is_found() -> None:
 
 
 def test_the_store_disagreeing_with_what_the_hosts_ran_is_found() -> None:
-    records = [*clean_history()[:-2], final("moved", host=HOST_A), final("fails", "FAILED", code=3)]
+    records = [*clean_history()[:-2], final("moved", host=HOST_A), final("fails", "FAILED", code=UNKNOWN_FAILURE)]
     records.append(final("never", "SUCCEEDED"))
     records.append(submission("never"))
     found = check(records)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pai.chaos.history import Call, Fault, FinalJob, Record, Remnant, Run, Submission
+from pai.runtime.exitspec import builtin_exit_spec
 
 READ_LIMIT = 1.0
 """Seconds within which a read must be answered while the store is there."""
@@ -43,6 +44,12 @@ class Violation:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.subject}: {self.explanation}"
+
+
+def reported_exit_code(status: int) -> int:
+    """The code PAI reports for a task whose process exited with `status`: its exit spec's
+    (OpenPAI's runtime reports a code the spec does not name as 255)."""
+    return builtin_exit_spec().classify(status).code
 
 
 def check(records: Sequence[Record]) -> list[Violation]:
@@ -258,10 +265,11 @@ def check_store_against_hosts(records: Sequence[Record]) -> list[Violation]:
             problems = []
             if task.host is not None and last.host != task.host:
                 problems.append(f"the store says host {task.host}, the last run was on {last.host}")
-            if expected is not None and expected >= 0 and last.exit_code != expected:
+            host_said = None if last.exit_code is None else reported_exit_code(last.exit_code)
+            if expected is not None and expected >= 0 and host_said != expected:
                 problems.append(
                     f"the store says {task.state} (exit code {task.exit_code}), the last run "
-                    f"({_describe(last)}) exited with {last.exit_code}"
+                    f"({_describe(last)}) exited with {last.exit_code} (reported as {host_said})"
                 )
             found.extend(Violation("store-disagrees", _task_name(key), p) for p in problems)
     return found

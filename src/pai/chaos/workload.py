@@ -21,6 +21,7 @@ from typing import TypeVar
 
 import httpx
 
+from pai.chaos.checker import reported_exit_code
 from pai.chaos.history import Call, History, Submission
 from pai.sdk import Client
 from pai.sdk.connections import Connections
@@ -31,6 +32,8 @@ PATIENCE = 180.0
 PAUSE = 1.0
 PROGRAM = Path(__file__).with_name("task_program.py")
 T = TypeVar("T")
+FAIL_STATUS = 3
+"""The exit status of a job that fails."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class JobKind:
                 + _role("server", 2, f"{program} server {seconds}")
                 + _role("client", 2, f"{program} client {seconds}")
             )
-        behaviour = {"stopped": "forever", "fail": f"fail {seconds} 3"}.get(
+        behaviour = {"stopped": "forever", "fail": f"fail {seconds} {FAIL_STATUS}"}.get(
             self.name, f"{self.name} {seconds}"
         )
         return head + _role("main", 1, f"{program} {behaviour}")
@@ -71,7 +74,7 @@ def _role(name: str, gpus: int, command: str) -> str:
 
 KINDS = (
     JobKind("succeed", 3, "SUCCEEDED"),
-    JobKind("fail", 1, "FAILED", expected_exit_code=3),
+    JobKind("fail", 1, "FAILED", expected_exit_code=reported_exit_code(FAIL_STATUS)),
     JobKind("flaky", 1, "SUCCEEDED", retries=1),
     JobKind("gang", 1, "SUCCEEDED"),
     JobKind("stopped", 1, "STOPPED"),
