@@ -121,7 +121,9 @@ def test_a_refused_submission_the_store_kept_and_a_job_nobody_submitted_are_foun
 
 
 def test_a_job_recorded_twice_is_found() -> None:
-    assert "recorded-twice" in rules([*clean_history(), final("fails", "FAILED", code=UNKNOWN_FAILURE)])
+    assert "recorded-twice" in rules(
+        [*clean_history(), final("fails", "FAILED", code=UNKNOWN_FAILURE)]
+    )
 
 
 def test_an_unanswered_submission_may_or_may_not_have_arrived() -> None:
@@ -178,7 +180,11 @@ def test_anything_left_on_a_host_after_its_job_ended_is_found() -> None:
 
 
 def test_the_store_disagreeing_with_what_the_hosts_ran_is_found() -> None:
-    records = [*clean_history()[:-2], final("moved", host=HOST_A), final("fails", "FAILED", code=UNKNOWN_FAILURE)]
+    records = [
+        *clean_history()[:-2],
+        final("moved", host=HOST_A),
+        final("fails", "FAILED", code=UNKNOWN_FAILURE),
+    ]
     records.append(final("never", "SUCCEEDED"))
     records.append(submission("never"))
     found = check(records)

@@ -56,6 +56,8 @@ class ChaosReport:
     problems: list[str] = field(default_factory=list)
     """What went wrong with the run itself (a fault that could not be undone, a stop refused)."""
     seconds: float = 0.0
+    ssh_sessions: int = 0
+    """Logins over SSH to interactive jobs, each followed by a command run there."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +71,7 @@ class ChaosReport:
             "job_count": sum(sum(states.values()) for states in self.jobs.values()),
             "violations": [str(violation) for violation in self.violations],
             "problems": self.problems,
+            "ssh_sessions": self.ssh_sessions,
         }
 
 
@@ -84,14 +87,14 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
                 admin.create_user(name, PASSWORD)
             _wait_hosts_alive(admin, time.monotonic() + 180)
         cluster.mount_host_disks()
-        people = {name: SdkUser(name, urls, history) for name in SDK_USERS}
+        people = {name: SdkUser(name, urls, history, root / "keys") for name in SDK_USERS}
         cli = CliUser(CLI_USER, urls, root / "cli")
         started = time.time()
         until = started + minutes * 60
         everyone: list[tuple[str, SdkUser | CliUser]] = [*people.items(), (CLI_USER, cli)]
         users = [
-            User(name, person.submit, person.stop, person.read, history, cluster.runs,
-                 seed * 100 + number, until, MEAN_GAP_PER_USER)
+            User(name, person, history, cluster.runs, seed * 100 + number, until,
+                 MEAN_GAP_PER_USER)
             for number, (name, person) in enumerate(everyone)
         ]  # fmt: skip
         faults = FaultRunner(Injectors(cluster), plan(seed, minutes * 60), history, started)
@@ -101,7 +104,8 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
             thread.start()
         for thread in threads:
             thread.join()
-        problems = [*faults.failures, *(f for user in users for f in user.stop_failures)]
+        problems = [*faults.failures, *(p for user in users for p in user.problems)]
+        ssh_sessions = sum(user.ssh_sessions for user in users)
         for host in WORKERS:
             if not cluster.sandbox.is_running(host):
                 cluster.sandbox.start_worker(host)
@@ -125,6 +129,7 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
         check(records),
         problems,
         time.time() - began,
+        ssh_sessions,
     )
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -43,6 +44,8 @@ class JobKind:
     expected_state: str
     expected_exit_code: int | None = None
     retries: int = 0
+    ssh: bool = False
+    """Whether the job runs PAI's SSH plugin, and its user logs in to it."""
 
     def job_file(self, job: str, runs: Path, rng: random.Random) -> str:
         head = (
@@ -58,10 +61,13 @@ class JobKind:
                 + _role("server", 2, f"{program} server {seconds}")
                 + _role("client", 2, f"{program} client {seconds}")
             )
-        behaviour = {"stopped": "forever", "fail": f"fail {seconds} {FAIL_STATUS}"}.get(
-            self.name, f"{self.name} {seconds}"
-        )
-        return head + _role("main", 1, f"{program} {behaviour}")
+        behaviour = {
+            "stopped": "forever",
+            "interactive": "forever",
+            "fail": f"fail {seconds} {FAIL_STATUS}",
+        }.get(self.name, f"{self.name} {seconds}")
+        plugins = SSH_PLUGIN if self.ssh else ""
+        return head + _role("main", 1, f"{program} {behaviour}") + plugins
 
 
 def _role(name: str, gpus: int, command: str) -> str:
@@ -78,7 +84,11 @@ KINDS = (
     JobKind("flaky", 1, "SUCCEEDED", retries=1),
     JobKind("gang", 1, "SUCCEEDED"),
     JobKind("stopped", 1, "STOPPED"),
+    JobKind("interactive", 1, "STOPPED", ssh=True),
 )
+SSH_PLUGIN = "extras:\n  com.microsoft.pai.runtimeplugin:\n    - plugin: ssh\n"
+SSH_PATIENCE = 90.0
+"""How long a user waits for an interactive job's SSH to take a login."""
 
 
 class RecordedConnections(httpx.BaseTransport):
@@ -120,16 +130,32 @@ class Outcome:
     detail: str
 
 
+class Person(Protocol):
+    """How one user reaches PAI (the SDK, or the `pai` command)."""
+
+    @property
+    def kinds(self) -> tuple[JobKind, ...]:
+        """The kinds of job this user submits."""
+
+    def submit(self, job: str, text: str) -> Outcome: ...
+
+    def stop(self, job: str) -> Outcome: ...
+
+    def read(self, job: str) -> None: ...
+
+    def use_ssh(self, job: str) -> str | None:
+        """Log in to the job's task over SSH and run a command there; None, or what failed."""
+
+
 class User:
-    """One user submitting jobs until `until`, then finishing the stops it owes (`run`, in a
-    thread of its own)."""
+    """One user submitting jobs until `until` (`run`, in a thread of its own); the jobs that
+    must be stopped (after SSH was used in them, for interactive ones) are followed in threads
+    of their own, which `run` waits for."""
 
     def __init__(
         self,
         name: str,
-        submit: Callable[[str, str], Outcome],
-        stop: Callable[[str], Outcome],
-        read: Callable[[str], None],
+        person: Person,
         history: History,
         runs: Path,
         seed: int,
@@ -137,23 +163,25 @@ class User:
         mean_gap: float,
     ) -> None:
         self.user = name
-        self._submit, self._stop, self._read = submit, stop, read
+        self._person = person
         self._history = history
         self._runs = runs
         self._rng = random.Random(seed)
         self._until = until
         self._mean_gap = mean_gap
-        self.stop_failures: list[str] = []
+        self.problems: list[str] = []
+        self.ssh_sessions = 0
 
     def run(self) -> None:
-        stops: list[tuple[float, str]] = []
+        followed = []
         number = 0
+        kinds = self._person.kinds
         while time.time() < self._until:
-            kind = self._rng.choices(KINDS, [kind.weight for kind in KINDS])[0]
+            kind = self._rng.choices(kinds, [kind.weight for kind in kinds])[0]
             job = f"{kind.name}-{number}"
             number += 1
             start = time.time()
-            outcome = self._submit(job, kind.job_file(job, self._runs, self._rng))
+            outcome = self._person.submit(job, kind.job_file(job, self._runs, self._rng))
             self._history.add(
                 Submission(
                     f"{self.user}~{job}",
@@ -167,22 +195,27 @@ class User:
                     outcome.detail,
                 )
             )
-            if kind.name == "stopped" and outcome.accepted is not False:
-                stops.append((time.time() + self._rng.uniform(3, 12), job))
-            stops = self._due_stops(stops, time.time())
-            self._read(job)
+            if kind.expected_state == "STOPPED" and outcome.accepted is not False:
+                delay = self._rng.uniform(3, 12)
+                follow = threading.Thread(target=self._follow, args=(kind, job, delay))
+                follow.start()
+                followed.append(follow)
+            self._person.read(job)
             time.sleep(self._rng.expovariate(1 / self._mean_gap))
-        while stops:
-            stops = self._due_stops(stops, time.time())
-            time.sleep(0.5)
+        for follow in followed:
+            follow.join()
 
-    def _due_stops(self, stops: list[tuple[float, str]], now: float) -> list[tuple[float, str]]:
-        for due, job in stops:
-            if due <= now:
-                outcome = self._stop(job)
-                if not outcome.accepted:
-                    self.stop_failures.append(f"{job}: {outcome.detail}")
-        return [(due, job) for due, job in stops if due > now]
+    def _follow(self, kind: JobKind, job: str, delay: float) -> None:
+        time.sleep(delay)
+        if kind.ssh:
+            problem = self._person.use_ssh(job)
+            if problem is None:
+                self.ssh_sessions += 1
+            else:
+                self.problems.append(f"{job}: SSH not used: {problem}")
+        outcome = self._person.stop(job)
+        if not outcome.accepted:
+            self.problems.append(f"{job}: not stopped: {outcome.detail}")
 
 
 CLI_USER = "carol"
@@ -211,9 +244,20 @@ def with_failover(attempt: Callable[[int], T], workers: int, unanswered: list[st
 class SdkUser:
     """A user's SDK clients, one per API worker, each exchange recorded."""
 
-    def __init__(self, name: str, urls: list[str], history: History) -> None:
+    kinds = KINDS
+
+    def __init__(self, name: str, urls: list[str], history: History, directory: Path) -> None:
+        self.name = name
+        self._key = directory / f"{name}-key"
+        directory.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self._key)],
+            check=True,
+            capture_output=True,
+        )
         with Client.login(urls[0], name, PASSWORD) as first:
             token = first.token
+            first.add_ssh_key("chaos", self._key.with_suffix(".pub").read_text().strip())
         self.clients = [
             Client(url, token, connections=RecordedConnections(history, f"{name}@{index + 1}"))
             for index, url in enumerate(urls)
@@ -242,6 +286,31 @@ class SdkUser:
             return Outcome(False, str(problem))
         return Outcome(True, "")
 
+    def use_ssh(self, job: str) -> str | None:
+        deadline = time.monotonic() + SSH_PATIENCE
+        said = "the job never ran"
+        while time.monotonic() < deadline:
+            try:
+                containers = random.choice(self.clients).ssh_info(job).containers
+            except PaiError as problem:
+                containers, said = [], str(problem)
+            if containers:
+                task = containers[0]
+                done = subprocess.run(
+                    [
+                        "ssh", "-i", str(self._key), "-p", task.sshPort,
+                        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                        f"{self.name}@{task.sshIp}", "echo in $PAI_JOB_NAME",
+                    ],
+                    capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+                if f"in {self.name}~{job}" in done.stdout:
+                    return None
+                said = (done.stdout + done.stderr).strip()[-300:]
+            time.sleep(1)
+        return said
+
     def read(self, job: str) -> None:
         """What a user looks at: their jobs, and the one just submitted."""
         client = random.choice(self.clients)
@@ -257,7 +326,10 @@ class SdkUser:
 
 
 class CliUser:
-    """A user of the `pai` command, logged in to each API worker with a config of its own."""
+    """A user of the `pai` command, logged in to each API worker with a config of its own;
+    SSH is for the SDK's users."""
+
+    kinds = tuple(kind for kind in KINDS if not kind.ssh)
 
     def __init__(self, name: str, urls: list[str], directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -313,6 +385,9 @@ class CliUser:
 
     def read(self, job: str) -> None:
         self._pai(random.choice(self._configs), "jobs")
+
+    def use_ssh(self, job: str) -> str | None:
+        return "the `pai` user does not use SSH"
 
 
 def unavailable(said: str) -> bool:
