@@ -16,6 +16,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,8 @@ DISK_BYTES = 256 * 1024 * 1024
 """The size of each host's disk for its tasks (a tmpfs), so that filling it costs little."""
 DISK_FLOOR = "16MiB"
 START_SECONDS = 90.0
+RESTART_AFTER = 1.0
+"""Seconds before a process that exited by itself is started again."""
 """How long a `pai serve` process may take to answer HTTP after its start."""
 
 
@@ -60,7 +63,10 @@ def answers(url: str) -> bool:
 
 
 class Service:
-    """One `pai serve` process: started, killed with SIGKILL (its whole session), restarted."""
+    """One `pai serve` process, kept running as systemd's `Restart=always` would: when it exits
+    by itself (a controller that lost its lease, an API worker that found no store at its
+    start) it is started again within `RESTART_AFTER`. `kill()` is a crash that stays down
+    until `start()`."""
 
     def __init__(self, name: str, arguments: list[str], env: dict[str, str], logs: Path) -> None:
         self.name = name
@@ -70,8 +76,21 @@ class Service:
         self._env = env
         self._output = logs / f"{name}.out"
         self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        """Starts after it exited by itself."""
+        self._wanted = False
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
+        with self._lock:
+            self._wanted = True
+            self._spawn()
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, daemon=True)
+            self._watcher.start()
+
+    def _spawn(self) -> None:
         pai = Path(sys.executable).with_name("pai")
         command = [str(pai)] if pai.exists() else [sys.executable, "-m", "pai.cli.main"]
         with open(self._output, "ab") as output:
@@ -83,37 +102,34 @@ class Service:
                 start_new_session=True,
             )
 
+    def _watch(self) -> None:
+        while True:
+            time.sleep(RESTART_AFTER)
+            with self._lock:
+                if self._wanted and not self.running():
+                    self.restarts += 1
+                    self._spawn()
+
     def wait_answering(self, timeout: float = START_SECONDS) -> None:
         deadline = time.monotonic() + timeout
         while not answers(self.url):
-            if self.process is not None and self.process.poll() is not None:
-                raise ClusterError(f"{self.name} exited: {self._tail()}")
             if time.monotonic() > deadline:
-                raise ClusterError(f"{self.name} did not answer within {timeout:g} s")
+                tail = self._output.read_text(errors="replace")[-2000:]
+                raise ClusterError(f"{self.name} did not answer within {timeout:g} s: {tail}")
             time.sleep(0.2)
-
-    def _tail(self) -> str:
-        return self._output.read_text(errors="replace")[-2000:]
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
-        """SIGKILL, as a crash or the OOM killer would."""
-        if self.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.running():
-            assert self.process is not None
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        """SIGKILL, as a crash or the OOM killer would; it stays down until `start()`."""
+        with self._lock:
+            self._wanted = False
+            if self.process is None:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 class ChaosCluster:
