@@ -45,12 +45,15 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="pai-chaos-", dir="/tmp"))
     try:
         report = run_chaos(options.minutes, options.seed, root)
-        if options.keep:
-            kept = Path(tempfile.mkdtemp(prefix="pai-chaos-kept-"))
-            shutil.copy(report.history, kept)
-            shutil.copytree(root / "logs", kept / "logs")
-            report.history = kept / report.history.name
     finally:
+        if options.keep:  # also when the run failed: what happened is in there
+            kept = Path(tempfile.mkdtemp(prefix="pai-chaos-kept-"))
+            for part in ("history.jsonl", "logs", "home/controller.log", "home/pai.log"):
+                if (root / part).is_dir():
+                    shutil.copytree(root / part, kept / part)
+                elif (root / part).exists():
+                    shutil.copy(root / part, kept)
+            print(f"kept in {kept}", file=sys.stderr)
         shutil.rmtree(root, ignore_errors=True)
     if options.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -136,7 +136,8 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
 def _wait_hosts_alive(admin: Client, deadline: float) -> None:
     while {n.name for n in admin.nodes() if n.engine_state == "alive"} != set(WORKERS):
         if time.monotonic() > deadline:
-            raise TimeoutError("the hosts did not all come back alive")
+            shown = {n.name: f"{n.engine_state}: {n.engine_message}" for n in admin.nodes()}
+            raise TimeoutError(f"the hosts did not all come back alive in PAI: {shown}")
         time.sleep(1)
 
 
