@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 from pai.chaos.postgres import PostgresCluster
 from pai.executors.local import kill_processes_under
-from pai.executors.sandboxes.ray import RaySandbox, WorkerSpec
+from pai.executors.sandboxes.ray import RaySandbox, SandboxError, WorkerSpec
 
 ADMIN_PASSWORD = "chaos-Admin-password-1"
 WORKERS = ("w1", "w2", "w3")
@@ -224,6 +225,41 @@ class ChaosCluster:
         """Where `host`'s agent keeps its tasks' directories (`<node dir>/<store>/<host>/jobs`)."""
         [store] = list(self.node_dir.iterdir())
         return store / host / "jobs"
+
+    def host_processes(self, host: str, word: str) -> list[psutil.Process]:
+        """The processes on `host` whose command line has `word`."""
+        listed = subprocess.run(
+            ["ip", "netns", "pids", self.sandbox.namespace(host)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = []
+        for pid in listed.stdout.split():
+            try:
+                process = psutil.Process(int(pid))
+                if word in " ".join(process.cmdline()):
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+    def ensure_ray(self, host: str) -> bool:
+        """Start Ray on `host` again unless its raylet runs (Ray ends a raylet that it declared
+        dead, as behind a long cut); whether it had to. What else ran there is killed first, as
+        when the machine is rebooted; a start that misses Ray's deadline on a busy machine is
+        tried again."""
+        if self.host_processes(host, "raylet"):
+            return False
+        for attempt in range(3):
+            self.sandbox.stop_worker(host)
+            try:
+                self.sandbox.start_worker(host)
+                return True
+            except SandboxError:
+                if attempt == 2:
+                    raise
+        return True
 
     def acting_controller(self) -> Service | None:
         """The controller that acts: a standby does not listen."""

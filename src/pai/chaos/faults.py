@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from pai.chaos.cluster import DISK_FLOOR, ChaosCluster, Service
 from pai.chaos.history import Fault, History
 from pai.chaos.schedule import PlannedFault
 from pai.diskfloor import DiskFloor, room
-from pai.executors.sandboxes.ray import SandboxError
 
 RECOVERY_PATIENCE = 180.0
 RAY_DROP_CHECK = 3.0
@@ -38,24 +36,6 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = RECOVER
         if time.monotonic() > deadline:
             raise TimeoutError(f"not within {timeout:g} s: {what}")
         time.sleep(0.2)
-
-
-def _host_processes(cluster: ChaosCluster, host: str, word: str) -> list[psutil.Process]:
-    listed = subprocess.run(
-        ["ip", "netns", "pids", cluster.sandbox.namespace(host)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    found = []
-    for pid in listed.stdout.split():
-        try:
-            process = psutil.Process(int(pid))
-            if word in " ".join(process.cmdline()):
-                found.append(process)
-        except psutil.Error:
-            continue
-    return found
 
 
 class Injectors:
@@ -91,14 +71,14 @@ class Injectors:
         return next(s for s in self.cluster.api_workers if s.name == name)
 
     def agent_kill(self, target: str, _: float) -> str:
-        agents = _host_processes(self.cluster, target, "NodeAgent")
+        agents = self.cluster.host_processes(target, "NodeAgent")
         for agent in agents:
             agent.send_signal(signal.SIGKILL)
         psutil.wait_procs(agents, timeout=10)
         pids = {agent.pid for agent in agents}
         _wait_for(
             lambda: any(
-                p.pid not in pids for p in _host_processes(self.cluster, target, "NodeAgent")
+                p.pid not in pids for p in self.cluster.host_processes(target, "NodeAgent")
             ),
             f"Ray restarts the agent on {target}",
         )
@@ -107,27 +87,17 @@ class Injectors:
     def host_loss(self, target: str, hold: float) -> str:
         self.cluster.sandbox.stop_worker(target)
         time.sleep(hold)
-        self._start_ray(target)
+        self.cluster.ensure_ray(target)
         return f"every process on {target} killed; Ray started again after {hold:g} s"
-
-    def _start_ray(self, host: str) -> None:
-        try:
-            self.cluster.sandbox.start_worker(host)
-        except SandboxError:  # a busy machine; the node starts at the next try
-            self.cluster.sandbox.stop_worker(host)
-            self.cluster.sandbox.start_worker(host)
 
     def link_cut(self, target: str, hold: float) -> str:
         self.cluster.sandbox.cut(target)
         time.sleep(hold)
         self.cluster.sandbox.reconnect(target)
         time.sleep(RAY_DROP_CHECK)
-        if _host_processes(self.cluster, target, "raylet"):
-            return f"link down for {hold:g} s"
-        # Ray declared the host dead and its raylet ended: the operator starts Ray again.
-        self.cluster.sandbox.stop_worker(target)
-        self._start_ray(target)
-        return f"link down for {hold:g} s; Ray had dropped the host and was started again"
+        if self.cluster.ensure_ray(target):
+            return f"link down for {hold:g} s; Ray had dropped the host and was started again"
+        return f"link down for {hold:g} s"
 
     def disk_fill(self, target: str, hold: float) -> str:
         """Fill the host's disk until only half its floor is free, as a task writing without

@@ -107,8 +107,7 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
         problems = [*faults.failures, *(p for user in users for p in user.problems)]
         ssh_sessions = sum(user.ssh_sessions for user in users)
         for host in WORKERS:
-            if not cluster.sandbox.is_running(host):
-                cluster.sandbox.start_worker(host)
+            cluster.ensure_ray(host)
         with Client.login(urls[0], "admin", ADMIN_PASSWORD) as admin:
             _wait_hosts_alive(admin, time.monotonic() + 180)
             _wait_jobs_ended(admin, time.monotonic() + settle)
