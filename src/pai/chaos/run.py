@@ -168,6 +168,9 @@ def jobs_by_kind(records: list[Record]) -> dict[str, Counter[str]]:
 
 
 HOST_FAULTS = ("agent-kill", "host-loss", "link-cut")
+CONTROL_PLANE_FAULTS = ("controller-kill", "store-stop")
+"""Faults that stop runs on every host if they last past `PAI_RAY_NODE_TIMEOUT` (the agents
+then fence their tasks). An API worker's loss or a full disk stops no run."""
 
 
 def fault_costs(records: list[Record], hosts: dict[str, str]) -> list[FaultCost]:
@@ -175,7 +178,9 @@ def fault_costs(records: list[Record], hosts: dict[str, str]) -> list[FaultCost]
     its user is charged to the latest fault before its last beat that could have killed it: one
     of its own host, or one of the control plane. `hosts`: each host's address."""
     faults = sorted((r for r in records if isinstance(r, Fault)), key=lambda f: f.start)
-    stopped = {r.job for r in records if isinstance(r, Submission) and r.workload == "stopped"}
+    stopped = {
+        r.job for r in records if isinstance(r, Submission) and r.expected_state == "STOPPED"
+    }
     killed: dict[str, list[Run]] = defaultdict(list)
     for run in records:
         if not isinstance(run, Run) or run.exit_code is not None or run.job in stopped:
@@ -184,7 +189,10 @@ def fault_costs(records: list[Record], hosts: dict[str, str]) -> list[FaultCost]
             fault
             for fault in faults
             if fault.start <= run.end + 1
-            and (fault.fault not in HOST_FAULTS or hosts.get(fault.target) == run.host)
+            and (
+                fault.fault in CONTROL_PLANE_FAULTS
+                or (fault.fault in HOST_FAULTS and hosts.get(fault.target) == run.host)
+            )
         ]
         if culprits:
             killed[culprits[-1].fault].append(run)
