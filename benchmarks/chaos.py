@@ -79,6 +79,7 @@ def show(report: ChaosReport) -> None:
     for kind, states in sorted(report.jobs.items()):
         jobs.add_row(kind, ", ".join(f"{state} {count}" for state, count in sorted(states.items())))
     console.print(jobs)
+    console.print(f"{report.ssh_sessions} SSH logins to interactive jobs")
     for problem in report.problems:
         console.print(f"[yellow]run problem:[/yellow] {problem}")
     for violation in report.violations:
