@@ -21,7 +21,7 @@ def submission(job: str, workload: str) -> Submission:
 def test_a_killed_run_is_charged_to_the_latest_fault_that_could_have_killed_it() -> None:
     records: list[Record] = [
         Fault("host-loss", "w1", 10.0, 40.0),
-        Fault("controller-kill", "controller", 12.0, 14.0),
+        Fault("controller-kill", "controller", 9.5, 14.0),  # too short to have the runs fenced
         Fault("link-cut", "w2", 13.0, 50.0),
         Fault("api-kill", "api-1", 15.0, 17.0),  # kills no run
         submission("a~lost", "succeed"),
@@ -39,7 +39,7 @@ def test_a_killed_run_is_charged_to_the_latest_fault_that_could_have_killed_it()
     assert (costs["host-loss"].count, costs["host-loss"].mean_recovery) == (1, 30.0)
     assert (costs["host-loss"].runs_killed, costs["host-loss"].work_lost) == (1, 5.2)
     assert (costs["link-cut"].runs_killed, costs["link-cut"].work_lost) == (1, 19.0)
-    assert (costs["controller-kill"].runs_killed, costs["controller-kill"].max_recovery) == (0, 2.0)
+    assert (costs["controller-kill"].runs_killed, costs["controller-kill"].max_recovery) == (0, 4.5)
     assert costs["api-kill"].runs_killed == 0
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pai.chaos.checker import Violation, check
-from pai.chaos.cluster import ADMIN_PASSWORD, WORKERS, ChaosCluster
+from pai.chaos.cluster import ADMIN_PASSWORD, NODE_TIMEOUT, WORKERS, ChaosCluster
 from pai.chaos.collect import final_jobs, host_remnants, read_runs
 from pai.chaos.faults import FaultRunner, Injectors
 from pai.chaos.history import Fault, FinalJob, History, Record, Run, Submission
@@ -170,7 +170,7 @@ def jobs_by_kind(records: list[Record]) -> dict[str, Counter[str]]:
 HOST_FAULTS = ("agent-kill", "host-loss", "link-cut")
 CONTROL_PLANE_FAULTS = ("controller-kill", "store-stop")
 """Faults that stop runs on every host if they last past `PAI_RAY_NODE_TIMEOUT` (the agents
-then fence their tasks). An API worker's loss or a full disk stops no run."""
+then fence their tasks), not before. An API worker's loss or a full disk stops no run."""
 
 
 def fault_costs(records: list[Record], hosts: dict[str, str]) -> list[FaultCost]:
@@ -188,11 +188,13 @@ def fault_costs(records: list[Record], hosts: dict[str, str]) -> list[FaultCost]
         culprits = [
             fault
             for fault in faults
-            if fault.start <= run.end + 1
-            and (
-                fault.fault in CONTROL_PLANE_FAULTS
-                or (fault.fault in HOST_FAULTS and hosts.get(fault.target) == run.host)
+            if (
+                fault.fault in HOST_FAULTS
+                and hosts.get(fault.target) == run.host
+                and fault.start <= run.end + 1
             )
+            # The control plane's absence stops runs only once the agents fence them.
+            or (fault.fault in CONTROL_PLANE_FAULTS and fault.start + NODE_TIMEOUT <= run.end + 1)
         ]
         if culprits:
             killed[culprits[-1].fault].append(run)
