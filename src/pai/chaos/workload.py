@@ -87,7 +87,7 @@ KINDS = (
     JobKind("interactive", 1, "STOPPED", ssh=True),
 )
 SSH_PLUGIN = "extras:\n  com.microsoft.pai.runtimeplugin:\n    - plugin: ssh\n"
-SSH_PATIENCE = 90.0
+SSH_PATIENCE = 180.0
 """How long a user waits for an interactive job's SSH to take a login."""
 
 
