@@ -2,7 +2,8 @@
 
 Each kind of job says the state it must end in whatever faults it meets: a job that succeeds,
 one that fails with a given code, one that fails once and succeeds on its retry, a two-host
-gang whose roles talk over TCP, and one its user stops. Their tasks run `task_program.py`,
+gang whose roles talk over TCP, one its user stops, and an interactive one whose user logs in
+to it over SSH before stopping it. Their tasks run `task_program.py`,
 which records every run. A user submits through one API worker and, when no answer comes, tries
 the other (as a load balancer would); a submission whose answer never came is recorded as such
 (it may exist), and one answered "exists" after such a try was accepted the first time.
