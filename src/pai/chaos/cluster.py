@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +39,8 @@ DISK_BYTES = 256 * 1024 * 1024
 """The size of each host's disk for its tasks (a tmpfs), so that filling it costs little."""
 DISK_FLOOR = "16MiB"
 START_SECONDS = 90.0
+RAY_STARTS = 3
+"""Tries of `ray start` on a host (each of which the sandbox itself tries twice)."""
 RESTART_AFTER = 1.0
 """Seconds before a process that exited by itself is started again."""
 """How long a `pai serve` process may take to answer HTTP after its start."""
@@ -48,8 +51,6 @@ class ClusterError(RuntimeError):
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -251,14 +252,13 @@ class ChaosCluster:
         tried again."""
         if self.host_processes(host, "raylet"):
             return False
-        for attempt in range(3):
+        for _ in range(RAY_STARTS - 1):
             self.sandbox.stop_worker(host)
-            try:
+            with contextlib.suppress(SandboxError):
                 self.sandbox.start_worker(host)
                 return True
-            except SandboxError:
-                if attempt == 2:
-                    raise
+        self.sandbox.stop_worker(host)
+        self.sandbox.start_worker(host)
         return True
 
     def acting_controller(self) -> Service | None:
