@@ -6,7 +6,8 @@ an explanation a person can act on. `check` runs them all. The promises:
 - every accepted job ended once, in the state its kind must end in, and a refused one left
   nothing behind (`check_outcomes`);
 - no two runs of one task overlapped in time, and no task ran again in a job attempt after it
-  had succeeded there (`check_runs`);
+  had succeeded there (`check_runs`; a killed run is seen until its last beat, so an overlap
+  shorter than a beat, 0.25 s, can pass unseen);
 - no answer was a server error: only 503 or 507, with `Retry-After`, while the store is away
   (`check_answers`);
 - reads were answered within `READ_LIMIT` seconds except while the store was away
