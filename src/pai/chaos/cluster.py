@@ -246,20 +246,23 @@ class ChaosCluster:
         return found
 
     def ensure_ray(self, host: str) -> bool:
-        """Start Ray on `host` again unless its raylet runs (Ray ends a raylet that it declared
-        dead, as behind a long cut); whether it had to. What else ran there is killed first, as
-        when the machine is rebooted; a start that misses Ray's deadline on a busy machine is
-        tried again."""
+        """Start Ray on `host` again unless its raylet runs; whether it had to."""
         if self.host_processes(host, "raylet"):
             return False
+        self.restart_ray(host)
+        return True
+
+    def restart_ray(self, host: str) -> None:
+        """Kill what runs on `host` and start Ray there again, as when the machine is rebooted
+        (the operator's answer to a host Ray declared dead); a start that misses Ray's deadline
+        on a busy machine is tried again."""
         for _ in range(RAY_STARTS - 1):
             self.sandbox.stop_worker(host)
             with contextlib.suppress(SandboxError):
                 self.sandbox.start_worker(host)
-                return True
+                return
         self.sandbox.stop_worker(host)
         self.sandbox.start_worker(host)
-        return True
 
     def acting_controller(self) -> Service | None:
         """The controller that acts: a standby does not listen."""

@@ -24,6 +24,9 @@ from pai.chaos.schedule import PlannedFault
 from pai.diskfloor import DiskFloor, room
 
 RECOVERY_PATIENCE = 180.0
+RAY_DROPS_AFTER = 30.0
+"""Seconds of a cut after which Ray has declared the host dead (the sandbox's health check:
+three failures of a 10 s timeout and a 1 s period, about 33 s, less the time already spent)."""
 RAY_DROP_CHECK = 3.0
 """Seconds after a link comes back before looking whether Ray dropped the host meanwhile."""
 MOST_HOSTS_DOWN = 2
@@ -94,6 +97,11 @@ class Injectors:
         self.cluster.sandbox.cut(target)
         time.sleep(hold)
         self.cluster.sandbox.reconnect(target)
+        if hold >= RAY_DROPS_AFTER:
+            # Ray declared the host dead; its raylet ends when it hears so, at a time of Ray's
+            # choosing: the operator starts Ray there again.
+            self.cluster.restart_ray(target)
+            return f"link down for {hold:g} s; Ray declared the host dead and was started again"
         time.sleep(RAY_DROP_CHECK)
         if self.cluster.ensure_ray(target):
             return f"link down for {hold:g} s; Ray had dropped the host and was started again"

@@ -106,10 +106,8 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
             thread.join()
         problems = [*faults.failures, *(p for user in users for p in user.problems)]
         ssh_sessions = sum(user.ssh_sessions for user in users)
-        for host in WORKERS:
-            cluster.ensure_ray(host)
         with Client.login(urls[0], "admin", ADMIN_PASSWORD) as admin:
-            _wait_hosts_alive(admin, time.monotonic() + 180)
+            _bring_hosts_back(cluster, admin)
             _wait_jobs_ended(admin, time.monotonic() + settle)
             finals = final_jobs(admin)
         for person in people.values():
@@ -130,6 +128,20 @@ def run_chaos(minutes: float, seed: int, root: Path, settle: float = SETTLE_SECO
         time.time() - began,
         ssh_sessions,
     )
+
+
+def _bring_hosts_back(cluster: ChaosCluster, admin: Client) -> None:
+    """Every host running Ray and alive in PAI again, as an operator would leave them after the
+    storm: Ray started again where it is gone, and where Ray has dropped the host meanwhile."""
+    for host in WORKERS:
+        cluster.ensure_ray(host)
+    try:
+        _wait_hosts_alive(admin, time.monotonic() + 60)
+    except TimeoutError:
+        for node in admin.nodes():
+            if node.engine_state != "alive":
+                cluster.restart_ray(node.name)
+        _wait_hosts_alive(admin, time.monotonic() + 180)
 
 
 def _wait_hosts_alive(admin: Client, deadline: float) -> None:
