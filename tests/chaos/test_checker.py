@@ -148,7 +148,12 @@ def test_a_task_that_ran_again_after_succeeding_in_the_same_attempt_is_found() -
 
 @pytest.mark.parametrize(
     ("status", "retry_after", "rule"),
-    [(500, None, "server-error"), (502, None, "server-error"), (503, None, "no-retry-after")],
+    [
+        (500, None, "server-error"),
+        (502, None, "server-error"),
+        (503, None, "no-retry-after"),
+        (503, "1", "unavailable-with-store"),
+    ],
 )
 def test_server_errors_and_unavailable_answers_without_retry_after_are_found(
     status: int, retry_after: str | None, rule: str

@@ -8,8 +8,8 @@ an explanation a person can act on. `check` runs them all. The promises:
 - no two runs of one task overlapped in time, and no task ran again in a job attempt after it
   had succeeded there (`check_runs`; a killed run is seen until its last beat, so an overlap
   shorter than a beat, 0.25 s, can pass unseen);
-- no answer was a server error: only 503 or 507, with `Retry-After`, while the store is away
-  (`check_answers`);
+- no answer was a server error: only 503 or 507, with `Retry-After`, and only while the store
+  was away (`check_answers`);
 - reads were answered within `READ_LIMIT` seconds except while the store was away
   (`check_read_times`);
 - nothing a task made is left on a host once its job has ended (`check_remnants`);
@@ -186,6 +186,7 @@ def check_runs(records: Sequence[Record]) -> list[Violation]:
 
 
 def check_answers(records: Sequence[Record]) -> list[Violation]:
+    away = store_away(records)
     found = []
     for call in _of(records, Call):
         if call.status is None or call.status < 500:
@@ -197,7 +198,19 @@ def check_answers(records: Sequence[Record]) -> list[Violation]:
             found.append(
                 Violation("no-retry-after", subject, f"answered {call.status} without Retry-After")
             )
+        elif not _during(call, away):
+            found.append(
+                Violation(
+                    "unavailable-with-store",
+                    subject,
+                    f"answered {call.status} at {call.start:.1f} while the store was there",
+                )
+            )
     return found
+
+
+def _during(call: Call, windows: list[tuple[float, float]]) -> bool:
+    return any(call.start < until and call.end > since for since, until in windows)
 
 
 def store_away(records: Sequence[Record]) -> list[tuple[float, float]]:
@@ -215,7 +228,7 @@ def check_read_times(records: Sequence[Record], limit: float = READ_LIMIT) -> li
     for call in _of(records, Call):
         if call.method != "GET" or call.status is None or call.end - call.start <= limit:
             continue
-        if any(call.start < until and call.end > since for since, until in away):
+        if _during(call, away):
             continue
         found.append(
             Violation(
