@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray"), pytest.mark.timeout(900)]
+"""The run takes about 5 minutes on a 2-core machine: building the cluster, 3 minutes of storm,
+letting every job end; the suite's default timeout is 5 minutes."""
 MINUTES = 3.0
 SEED = 1
 

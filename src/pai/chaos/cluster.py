@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -272,10 +273,25 @@ class ChaosCluster:
         return self.sandbox.worker_address(name)
 
     def close(self) -> None:
-        for service in [*self.api_workers, *self.controllers]:
-            service.kill()
-        self.sandbox.close()
-        self.postgres.stop()
-        kill_processes_under(self.root)
-        for mounted in self._mounted:
-            subprocess.run(["umount", "--lazy", str(mounted)], check=False, capture_output=True)
+        """Take everything down; each step is taken even when one before it failed (the first
+        failure is raised at the end), so that an interrupted run leaves nothing running."""
+        steps: list[Callable[[], object]] = [
+            *(service.kill for service in [*self.api_workers, *self.controllers]),
+            self.sandbox.close,
+            self.postgres.stop,
+            lambda: kill_processes_under(self.root),
+            *(
+                lambda mounted=mounted: subprocess.run(
+                    ["umount", "--lazy", str(mounted)], check=False, capture_output=True
+                )
+                for mounted in self._mounted
+            ),
+        ]
+        failures = []
+        for step in steps:
+            try:
+                step()
+            except Exception as failure:  # each step must be tried
+                failures.append(failure)
+        if failures:
+            raise failures[0]
