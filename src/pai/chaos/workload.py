@@ -395,5 +395,13 @@ def unavailable(said: str) -> bool:
     """Whether `pai` said that no server answered (rather than that it refused)."""
     return any(
         words in said
-        for words in ("cannot reach", "did not answer", "not ready", "503", "507", "unavailable")
+        for words in (
+            "cannot reach",
+            "cannot be reached",
+            "did not answer",
+            "not ready",
+            "503",
+            "507",
+            "unavailable",
+        )
     )
