@@ -212,3 +212,13 @@ def test_a_history_round_trips_through_its_file_and_a_bad_line_is_named(tmp_path
         out.write('{"kind": "nonsense"}\n')
     with pytest.raises(HistoryError, match=r"history.jsonl:14: not a history record"):
         read_history(history.path)
+
+
+def test_a_task_that_failed_to_start_needs_no_run() -> None:
+    """Its start failed (-120, PodCreationTransientError: the host's disk was full) until its
+    user stopped the job: no host ran it, and none had to."""
+    never_started = FinalJob(
+        "stopped", "STOPPED", -210, 4, (FinalTask("main", 0, "FAILED", HOST_A, -120),)
+    )
+    records = [*clean_history(), submission("stopped", "STOPPED"), never_started]
+    assert check(records) == []

@@ -263,6 +263,10 @@ def check_store_against_hosts(records: Sequence[Record]) -> list[Violation]:
                 continue
             key = (final.job, task.role, task.index)
             runs = by_task.get(key, [])
+            # A code of PAI's own (negative) may end a task that never started: its start
+            # failed on a full disk, say. Any other end needs a run.
+            if not runs and task.exit_code is not None and task.exit_code < 0:
+                continue
             if not runs:
                 found.append(
                     Violation(
