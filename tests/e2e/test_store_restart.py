@@ -13,11 +13,8 @@ as a conflict.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from e2e.pai_process import PaiUp, job_file, running
+from pai.chaos.postgres import PostgresCluster, server_installed
 
 pytestmark = pytest.mark.slow
 STREAM_SECONDS = 12.0
@@ -33,61 +31,12 @@ RESTART_AFTER = 4.0
 OUTAGE_SECONDS = 2.0
 
 
-class PostgresCluster:
-    """A PostgreSQL cluster of the test's own, in `directory`."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.data = directory / "data"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.bin = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        shutil.chown(self.directory, "postgres")
-        self._as_postgres("initdb", "--auth=trust", "--username=postgres", "-D", str(self.data))
-        self._pg_ctl("start")
-
-    def restart(self, outage: float) -> None:
-        """Stop the server, and start it again `outage` seconds later."""
-        self._pg_ctl("stop", "-m", "fast")
-        time.sleep(outage)
-        self._pg_ctl("start")
-
-    def stop(self) -> None:
-        if self.data.exists():
-            self._pg_ctl("stop", "-m", "immediate", check=False)
-
-    def _pg_ctl(self, action: str, *options: str, check: bool = True) -> None:
-        server_options = f"-p {self.port} -k {self.directory} -h 127.0.0.1 -c fsync=off"
-        self._as_postgres(
-            "pg_ctl", action, "-w", "-D", str(self.data), "-o", server_options,
-            "-l", str(self.directory / "postgres.log"), *options, check=check,
-        )  # fmt: skip
-
-    def _as_postgres(self, tool: str, *arguments: str, check: bool = True) -> None:
-        done = subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(self.bin / tool), *arguments],
-            capture_output=True,
-            text=True,
-            cwd=self.directory,
-            timeout=120,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"{tool} {arguments[0]}: {done.stdout}{done.stderr}")
-
-
 @pytest.fixture
 def postgres(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterator[PostgresCluster]:
     requirement(os.geteuid() == 0, "the test runs its PostgreSQL cluster as the postgres user")
-    found = glob.glob("/usr/lib/postgresql/*/bin/initdb")
-    requirement(bool(found), "PostgreSQL's server is not installed (apt-get install postgresql)")
+    requirement(
+        server_installed(), "PostgreSQL's server is not installed (apt-get install postgresql)"
+    )
     cluster = PostgresCluster(Path("/tmp") / f"pai-pg-{os.getpid()}-{tmp_path.name[-12:]}")
     try:
         cluster.start()

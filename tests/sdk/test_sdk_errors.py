@@ -150,3 +150,25 @@ def test_creating_a_user_twice_conflicts(admin_client: Client, alice: Account) -
 def test_a_forged_token_is_unauthorized(pai_server: RunningServer) -> None:
     with Client(pai_server.base_url, "not-a-token") as client, pytest.raises(UnauthorizedError):
         client.whoami()
+
+
+def test_a_stop_is_tried_again_while_the_store_is_away() -> None:
+    """A stop met by a store restart (503 with Retry-After) is sent again and goes through, as
+    a submission does: stopping twice is stopping once. A chaos run found a user's stop lost to
+    a 503 from a PostgreSQL restart, its job left running."""
+    answers = [
+        httpx.Response(
+            503, json={"code": "UnknownError", "message": "store"}, headers={"Retry-After": "0.1"}
+        ),
+        httpx.Response(202, json={"message": "stopping"}),
+    ]
+    sent: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(f"{request.method} {request.url.path} {request.content.decode()}")
+        return answers.pop(0)
+
+    with Client("http://pai.test", "token", connections=httpx.MockTransport(server)) as client:
+        assert client.stop("alice~train") == "stopping"
+
+    assert sent == ['PUT /api/v2/jobs/alice~train/executionType {"value":"STOP"}'] * 2

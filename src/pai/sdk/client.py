@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+import httpx
+
 from pai.sdk.cluster import ClusterApi
 from pai.sdk.config import SERVER_ENV, config_path, load_config
 from pai.sdk.errors import ConfigError
@@ -36,7 +38,7 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
 
     Reads and submissions are tried again for up to `retry_for` seconds while the server
     does not answer or its store is away (0: never); `on_retry(error, seconds)` hears when a
-    request starts waiting.
+    request starts waiting; `connections` (an httpx transport) carries the requests.
     """
 
     def __init__(
@@ -48,9 +50,15 @@ class Client(LogsApi, MarketApi, ClusterApi, MonitoringApi, IdentityApi, Storage
         timeout: float = DEFAULT_TIMEOUT,
         retry_for: float = RETRY_FOR,
         on_retry: RetryListener | None = None,
+        connections: httpx.BaseTransport | None = None,
     ) -> None:
         transport = Transport(
-            server, token, timeout=timeout, retry_for=retry_for, on_retry=on_retry
+            server,
+            token,
+            timeout=timeout,
+            retry_for=retry_for,
+            on_retry=on_retry,
+            connections=connections,
         )
         super().__init__(transport, username)
         self._token = token

@@ -99,9 +99,13 @@ class JobsApi(ApiBase):
         return self._transport.request("GET", f"{self._job_path(name)}/config").text
 
     def stop(self, name: str) -> str:
-        """Ask the server to stop a job (owner or admin); `wait` sees it end as STOPPED."""
+        """Ask the server to stop a job (owner or admin); `wait` sees it end as STOPPED.
+
+        Asking twice is asking once, so the request is tried again while the server's store is
+        away (503, 507) or no answer comes, as a submission is."""
         path = f"{self._job_path(name)}/executionType"
-        return str(self._transport.send("PUT", path, {"value": "STOP"}).get("message", ""))
+        answer = self._transport.request("PUT", path, json={"value": "STOP"}, repeatable=True)
+        return str(answer.json().get("message", ""))
 
     def tag(self, name: str, tag: str) -> None:
         """Add a tag to a job (owner or admin)."""

@@ -61,7 +61,10 @@ class Transport:
         timeout: float = DEFAULT_TIMEOUT,
         retry_for: float = RETRY_FOR,
         on_retry: RetryListener | None = None,
+        connections: httpx.BaseTransport | None = None,
     ) -> None:
+        """`connections`: how requests reach the server (default `Connections()`); one that
+        wraps it sees every exchange, as a chaos run records them."""
         self.server = normalize_server(server)
         self.api_url = f"{self.server}{API_PATH}"
         self.timeout = timeout
@@ -72,7 +75,10 @@ class Transport:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(
-            base_url=self.api_url, headers=headers, timeout=timeout, transport=Connections()
+            base_url=self.api_url,
+            headers=headers,
+            timeout=timeout,
+            transport=connections or Connections(),
         )
 
     def close(self) -> None:
