@@ -83,8 +83,14 @@ def test_login_expiration_is_honoured_within_bounds(
         short = client.post("/authn/basic/login", json={**credentials, "expiration": 60})
         too_short = client.post("/authn/basic/login", json={**credentials, "expiration": 59})
         too_long = client.post("/authn/basic/login", json={**credentials, "expiration": 604801})
+        # JSON has one number type: 90.0 is an integer, 90.5 is not
+        as_float = client.post("/authn/basic/login", json={**credentials, "expiration": 90.0})
+        fraction = client.post("/authn/basic/login", json={**credentials, "expiration": 90.5})
     _, claims = check(pai_server, bearer_auth(short.json()["token"]))
     assert claims["exp"] - claims["iat"] == 60  # type: ignore[operator]
+    _, claims = check(pai_server, bearer_auth(as_float.json()["token"]))
+    assert claims["exp"] - claims["iat"] == 90  # type: ignore[operator]
+    assert fraction.status_code == 400 and "body.expiration" in fraction.json()["message"]
     assert too_short.status_code == 400
     assert too_short.json()["code"] == "InvalidParametersError"
     assert "body.expiration" in too_short.json()["message"]

@@ -89,9 +89,9 @@ class Service:
         with self._lock:
             self._wanted = True
             self._spawn()
-        if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, daemon=True)
-            self._watcher.start()
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, daemon=True)
+                self._watcher.start()
 
     def _spawn(self) -> None:
         pai = Path(sys.executable).with_name("pai")
@@ -106,10 +106,15 @@ class Service:
             )
 
     def _watch(self) -> None:
+        """Until the service is killed (a fault, or the cluster's close): then the watcher ends,
+        and `start()` makes a new one."""
         while True:
             time.sleep(RESTART_AFTER)
             with self._lock:
-                if self._wanted and not self.running():
+                if not self._wanted:
+                    self._watcher = None
+                    return
+                if not self.running():
                     self.restarts += 1
                     self._spawn()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -53,6 +54,30 @@ class Body(BaseModel):
                 "text_with_nul", f"{{where}}: {NUL_REFUSED}", {"where": where or "the body"}
             )
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers_are_integers(cls, data: Any) -> Any:
+        """JSON has one number type: `60.0` is as much an integer as `60` (JSON Schema says so,
+        and clients that write every number as a float send it), while `60.5` stays refused."""
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: int(value)
+            if isinstance(value, float)
+            and value.is_integer()
+            and key in cls.model_fields
+            and _takes_integer(cls.model_fields[key].annotation)
+            else value
+            for key, value in data.items()
+        }
+
+
+def _takes_integer(annotation: Any) -> bool:
+    """Whether a field's type is `int` or `int | None`."""
+    return annotation is int or (
+        isinstance(annotation, types.UnionType) and int in annotation.__args__
+    )
 
 
 class Problem(BaseModel):
