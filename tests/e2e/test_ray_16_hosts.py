@@ -30,14 +30,9 @@ from pai.executors.sandboxes.ray_gang import (
 )
 from pai.sdk import Client
 
-# A group of its own, beside the other Ray tests' ("ray"): the suite's Ray tests in one process
-# would take over 20 minutes. Its hosts start four at a time, which holds beside one other Ray
-# cluster on two cores; starting them may take several minutes there.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("ray-16-hosts"),
-    pytest.mark.timeout(900),
-]
+# With the other Ray tests, one cluster at a time: beside another, 16 hosts starting overload two
+# cores. Starting them may take several minutes on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray"), pytest.mark.timeout(900)]
 
 HOSTS = 16
 TASKS = 64
