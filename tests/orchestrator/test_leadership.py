@@ -10,7 +10,9 @@ import time
 from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
 from pai.store import Database
 
-SHORT = LeaseTerms(duration=1.0, renew_every=0.2, margin=0.3)
+SHORT = LeaseTerms(duration=3.0, renew_every=0.5, margin=1.0)
+"""Short, and still long enough for a renewal on a machine loaded by the rest of the suite (a
+1 s lease lapsed there between two renewals)."""
 
 
 def test_one_holder_at_a_time_and_a_clean_release_hands_over_at_once(database: Database) -> None:
