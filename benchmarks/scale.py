@@ -234,7 +234,12 @@ def job_outcomes(client: httpx.Client) -> tuple[list[float], int, int]:
     return latencies, waiting, running
 
 
-def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[str, Any]:
+@contextmanager
+def hollow_control_plane(
+    nodes: int, args: argparse.Namespace, database: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A fresh store and the control plane against `nodes` hollow nodes; the API's URL and the
+    `pai serve` processes."""
     with tempfile.TemporaryDirectory(prefix="pai-scale-") as directory:
         home = Path(directory)
         with (
@@ -247,16 +252,21 @@ def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[st
                 env={"PAI_HOLLOW_NODES": str(nodes), "PAI_LOG_LEVEL": "WARNING"},
             ) as (api, processes),
         ):
-            meter = CpuMeter(processes, postgresql=False)
-            metrics = ControllerMetrics(api)
-            load = Load(api, args.rate, nodes * args.tasks_per_node, args.readers, processes)
-            with load.running():
-                load.done.wait()
-                time.sleep(args.settle)
-            cpu = meter.seconds()
-            pass_p99, rows = metrics.since()
-            with log_in(api, "admin", ADMIN_PASSWORD) as client:
-                latencies, waiting, running = job_outcomes(client)
+            yield api, processes
+
+
+def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[str, Any]:
+    with hollow_control_plane(nodes, args, database) as (api, processes):
+        meter = CpuMeter(processes, postgresql=False)
+        metrics = ControllerMetrics(api)
+        load = Load(api, args.rate, nodes * args.tasks_per_node, args.readers, processes)
+        with load.running():
+            load.done.wait()
+            time.sleep(args.settle)
+        cpu = meter.seconds()
+        pass_p99, rows = metrics.since()
+        with log_in(api, "admin", ADMIN_PASSWORD) as client:
+            latencies, waiting, running = job_outcomes(client)
     return {
         "nodes": nodes,
         "gpus": nodes * GPUS_PER_NODE,
@@ -280,22 +290,11 @@ def measure_size(nodes: int, args: argparse.Namespace, database: str) -> dict[st
 
 def measure_idle(nodes: int, args: argparse.Namespace, database: str) -> dict[str, Any]:
     """The control plane's CPU while `nodes` hollow nodes run no job."""
-    with tempfile.TemporaryDirectory(prefix="pai-scale-") as directory:
-        home = Path(directory)
-        with (
-            store(database, args.postgres_url, home) as url,
-            platform(
-                home,
-                url,
-                args.api_workers,
-                controller_options=("--engine", "hollow"),
-                env={"PAI_HOLLOW_NODES": str(nodes), "PAI_LOG_LEVEL": "WARNING"},
-            ) as (_, processes),
-        ):
-            time.sleep(IDLE_WARM_UP)  # the agents' first calls are a start's, not idleness
-            meter = CpuMeter(processes, postgresql=False)
-            time.sleep(args.idle_seconds)
-            cpu = meter.seconds()
+    with hollow_control_plane(nodes, args, database) as (_, processes):
+        time.sleep(IDLE_WARM_UP)  # the agents' first calls are a start's, not idleness
+        meter = CpuMeter(processes, postgresql=False)
+        time.sleep(args.idle_seconds)
+        cpu = meter.seconds()
     share = {part: cpu[part] / args.idle_seconds * 100 for part in ("controller", "api_workers")}
     return {
         "nodes": nodes,
