@@ -69,12 +69,14 @@ def launch(
     output: Path,
     env: Mapping[str, str],
     python: Path | None = None,
+    start_within: float = 60.0,
 ) -> subprocess.Popen[bytes]:
-    """`spawn`, returned once the process answers HTTP on `port`. An answer, not a connection:
-    the API workers of a `pai up` killed a moment ago may still hold the port while they stop,
-    and their listening socket takes connections that no one will answer."""
+    """`spawn`, returned once the process answers HTTP on `port` (within `start_within`
+    seconds). An answer, not a connection: the API workers of a `pai up` killed a moment ago
+    may still hold the port while they stop, and their listening socket takes connections
+    that no one will answer."""
     process = spawn(arguments, home=home, output=output, env=env, python=python)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + start_within
     while time.monotonic() < deadline:
         if process.poll() is not None:
             printed = output.read_text(errors="replace")[-3000:]
@@ -85,7 +87,10 @@ def launch(
         except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
-    raise AssertionError(f"pai {arguments[0]} did not start listening within 60 s")
+    printed = output.read_text(errors="replace")[-3000:]
+    raise AssertionError(
+        f"pai {arguments[0]} did not start listening within {start_within:g} s:\n{printed}"
+    )
 
 
 class PaiUp:
@@ -97,12 +102,15 @@ class PaiUp:
         cluster_file: Path | None,
         env: Mapping[str, str] | None = None,
         python: Path | None = None,
+        start_within: float = 60.0,
     ) -> None:
         """`cluster_file` None: PAI describes the cluster itself (this machine, Ray's nodes);
-        `python`, the Python that runs PAI (default: this virtualenv's)."""
+        `python`, the Python that runs PAI (default: this virtualenv's); `start_within`, the
+        seconds it has to answer HTTP once started."""
         self.home = home
         self.python = python
         self.cluster_file = cluster_file
+        self.start_within = start_within
         self.extra_env = dict(env or {})
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -124,6 +132,7 @@ class PaiUp:
             output=self.output,
             env=self.extra_env,
             python=self.python,
+            start_within=self.start_within,
         )
 
     def stop(self) -> None:

@@ -58,7 +58,8 @@ def platform(sandbox: RaySandbox) -> Iterator[PaiUp]:
     path = sandbox.root / "cluster.yaml"
     path.write_text(cluster_file(sandbox))
     settings = {**pai_settings(sandbox), "PAI_RAY_NODE_TIMEOUT": f"{NODE_TIMEOUT:g}"}
-    pai = PaiUp(sandbox.root / "home", path, settings)
+    # Joining 16 hosts' Ray cluster takes more than a minute when the rest of the suite runs.
+    pai = PaiUp(sandbox.root / "home", path, settings, start_within=WAIT)
     pai.start()
     with pai.client() as client:
         wait_all_alive(client, HOSTS, WAIT)

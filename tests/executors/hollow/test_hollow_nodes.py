@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from pai.cluster.model import ClusterConfig
+from pai.executors.agents.executor import DEFAULT_NODE_TIMEOUT, AgentExecutor
+from pai.executors.agents.fleet import Handler
 from pai.executors.agents.wire import LogChunk, Recovery, Report
 from pai.executors.base import (
     KillReason,
@@ -296,3 +299,60 @@ def test_a_held_poll_is_not_silence_but_a_node_silent_beyond_the_wait_is_unreach
         assert state.message.startswith("unreachable since")
     finally:
         executor.close()
+
+
+class LaunchAnswersLost(HollowFleet):
+    """Hollow nodes whose answers to launches are lost on the way back, as when an agent dies
+    just after a launch: `delivered` says whether the launch itself reached the agent."""
+
+    def __init__(self, cluster: ClusterConfig, *, delivered: bool) -> None:
+        super().__init__(cluster, node_timeout=DEFAULT_NODE_TIMEOUT)
+        self._delivered = delivered
+
+    def call(self, agent: Any, method: str, args: tuple[Any, ...], on_answer: Handler) -> None:
+        if method != "launch":
+            super().call(agent, method, args, on_answer)
+            return
+        lost = ConnectionError("the agent died before it answered")
+        if self._delivered:
+            super().call(agent, method, args, lambda _: on_answer(lost))
+        else:
+            on_answer(lost)
+
+
+def events_until(executor: AgentExecutor, kind: TaskEventKind) -> list[TaskEvent]:
+    seen: list[TaskEvent] = []
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not any(event.kind is kind for event in seen) and time.monotonic() < deadline:
+        seen += executor.events()
+        time.sleep(0.02)
+    return seen
+
+
+@pytest.mark.parametrize("delivered", [True, False], ids=["started", "never-arrived"])
+def test_a_launch_whose_answer_was_lost_is_ended_only_if_the_agent_does_not_run_it(
+    tmp_path: Path, delivered: bool
+) -> None:
+    fleet = LaunchAnswersLost(hollow_cluster(1), delivered=delivered)
+    executor = AgentExecutor(
+        hollow_cluster(1),
+        tmp_path,
+        fleet,
+        node_dir=tmp_path / "nodes",
+        store_id="store",
+        poll_interval=0.02,
+    )
+    try:
+        executor.recover()
+        executor.launch(launch("unanswered", "sleep 1; exit 3"))
+        seen = events_until(executor, TaskEventKind.FINISHED)
+    finally:
+        executor.close()
+
+    [finished] = [event for event in seen if event.kind is TaskEventKind.FINISHED]
+    assert finished.result is not None
+    if delivered:  # it ran to its own end; no retry was started beside it
+        assert finished.result.classification.origin_exit_code == 3
+        assert TaskEventKind.STARTED in {event.kind for event in seen}
+    else:  # the agent never had it: retried for free
+        assert finished.result.exit_code == ExitCode.POD_EXTERNAL_DELETED

@@ -651,12 +651,23 @@ class AgentExecutor:
         self._on_node[attempt.node].add(key)
 
     def _launched(self, key: str, answer: object) -> None:
-        if isinstance(answer, Exception) and key in self._live:
+        """A launch the agent refused ends the attempt. One whose answer was lost (the agent
+        died, the link broke) may have started the task: ending it would retry it beside a run
+        that goes on, so the agent's recovery says whether it runs (see `_resync`)."""
+        if not isinstance(answer, Exception) or key not in self._live:
+            return
+        node = self._live[key].node
+        if isinstance(answer, ExecutorError):
             self._finish(
                 key,
                 ExitCode.POD_CREATION_TRANSIENT_ERROR,
-                f"the task could not be started on node {self._live[key].node}: {answer}",
+                f"the task could not be started on node {node}: {answer}",
             )
+            return
+        log.warning("task %s: no answer to its launch on node %s (%s)", key, node, answer)
+        link = self._links[node]
+        if link.agent is not None and link.ready:
+            self._ask_info(link)  # else a recovery or the node's departure is under way
 
     @staticmethod
     def _ignore(answer: object) -> None:

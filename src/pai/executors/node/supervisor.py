@@ -132,6 +132,11 @@ class Supervisor:
             signal.signal(signum, self._on_stop_signal)
         _become_child_subreaper()
         record = self._record
+        if self._files.has_result():
+            # The node's executor judged this supervisor dead while it was still detaching
+            # and ended the attempt: the platform may be running its retry already.
+            self._note("the attempt was given up before its supervisor ran: nothing is started")
+            return 0
         self._note(
             f"task {record.key}: role {record.role} index {record.index}, job {record.job} "
             f"attempt {record.job_attempt}, task attempt {record.task_attempt}, "
@@ -160,7 +165,11 @@ class Supervisor:
 
     def _record_result(self, result: TaskResult) -> None:
         """Write how the task ended, waiting for room on a full disk: the platform learns it
-        from this file alone, however long that takes."""
+        from this file alone, however long that takes. A result already there is the node
+        executor's, which gave the attempt up and reported it first: it stays."""
+        if self._files.has_result():
+            self._note("the platform had already ended this attempt: its record stays")
+            return
         while True:
             try:
                 self._files.write_result(result)
@@ -193,7 +202,7 @@ class Supervisor:
             message = f"ports {busy} are already in use on {self._record.address}"
             self._note(message)
             return self._spec().for_code(ExitCode.CONTAINER_PORT_CONFLICT, diagnostics=(message,))
-        if self._stop_signal is not None:
+        if self._stop_requested():
             return self._stopped_classification(None)
         writers = self._open_logs()
         try:
@@ -291,8 +300,21 @@ class Supervisor:
         end."""
         if failure is None and self._ssh_request is not None:
             failure = self._ssh_barrier(self._ssh_request.get("barrier_seconds"))
+        # Starting its SSH server and the barrier may take long: a stop that came meanwhile,
+        # or a give-up by the node's executor, means the command must never start.
+        if self._stop_requested() or self._files.has_result():
+            self._terminate(task)
+            return _Ending.STOPPED
+        if self._lifeline_lost():
+            self._terminate(task)
+            return _Ending.LIFELINE_LOST
         task.feed(failure or self._script)
         return self._watch(task)
+
+    def _stop_requested(self) -> bool:
+        """A stop signal arrived, or the platform recorded a stop: one it signalled to the
+        process that started this supervisor, before the supervisor had recorded itself."""
+        return self._stop_signal is not None or self._files.kill_reason() is not None
 
     def _start_ssh_server(self, task: TaskRun) -> bytes | None:
         """Start the task's SSH server on the node, outside the task, whose sessions open
@@ -327,9 +349,14 @@ class Supervisor:
         server.stdin.write(json.dumps(keys).encode())
         server.stdin.close()
         deadline = time.monotonic() + SSH_READY_TIMEOUT
-        while not ready.exists() and server.poll() is None and time.monotonic() < deadline:
+        while (
+            not ready.exists()
+            and server.poll() is None
+            and self._stop_signal is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(KILL_RETRY_INTERVAL)
-        if ready.exists():
+        if ready.exists() or self._stop_signal is not None:
             return None
         message = "[pai] ssh plugin: the task's SSH server did not start"
         self._note(message)
