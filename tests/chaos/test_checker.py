@@ -137,6 +137,14 @@ def test_two_runs_of_a_task_that_overlap_break_the_fencing_promise() -> None:
     violations = [v for v in check(records) if v.rule == "overlap"]
     assert [v.subject for v in violations] == ["moved main-0"]
     assert "started 0.50 s before attempt 1.0 on 10.201.0.3 had ended" in violations[0].explanation
+    # Where to look: the faults from the earlier run's start on (the host loss came before).
+    assert violations[0].explanation.endswith("; no fault meanwhile")
+    records.append(Fault("link-cut", "w2", 13.0, 20.0))
+    [overlap] = [v for v in check(records) if v.rule == "overlap"]
+    assert overlap.explanation.endswith(
+        "faults from the start of attempt 1.0 on 10.201.0.3 on: "
+        "link-cut of w2 from +1.0 s to +8.0 s"
+    )
 
 
 def test_a_task_that_ran_again_after_succeeding_in_the_same_attempt_is_found() -> None:

@@ -150,7 +150,23 @@ def _describe(run: Run) -> str:
     return f"attempt {run.job_attempt}.{run.task_attempt} on {run.host}"
 
 
+def _faults_during(faults: Sequence[Fault], first: Run, then: Run) -> str:
+    """The faults between `first`'s start and the later end of the two, timed from that
+    start: where to look for what let `then` run beside `first`."""
+    end = max(first.end, then.end)
+    during = [f for f in faults if f.start <= end and f.end >= first.start]
+    if not during:
+        return "; no fault meanwhile"
+    named = ", ".join(
+        f"{f.fault} of {f.target} from +{f.start - first.start:.1f} s to "
+        f"+{f.end - first.start:.1f} s"
+        for f in sorted(during, key=lambda f: f.start)
+    )
+    return f"; faults from the start of {_describe(first)} on: {named}"
+
+
 def check_runs(records: Sequence[Record]) -> list[Violation]:
+    faults = _of(records, Fault)
     found = []
     for task, runs in sorted(_runs_by_task(records).items()):
         latest: Run | None = None  # of the runs so far, the one that ended last
@@ -161,7 +177,7 @@ def check_runs(records: Sequence[Record]) -> list[Violation]:
                         "overlap",
                         _task_name(task),
                         f"{_describe(run)} started {latest.end - run.start:.2f} s before "
-                        f"{_describe(latest)} had ended",
+                        f"{_describe(latest)} had ended" + _faults_during(faults, latest, run),
                     )
                 )
             if latest is None or run.end > latest.end:
