@@ -303,7 +303,9 @@ def test_a_held_poll_is_not_silence_but_a_node_silent_beyond_the_wait_is_unreach
 
 class LaunchAnswersLost(HollowFleet):
     """Hollow nodes whose answers to launches are lost on the way back, as when an agent dies
-    just after a launch: `delivered` says whether the launch itself reached the agent."""
+    just after a launch: `delivered` says whether the launch itself reached the agent. A double
+    of the link, not of the agent: no real agent can be killed between starting a task and
+    answering at a chosen moment."""
 
     def __init__(self, cluster: ClusterConfig, *, delivered: bool) -> None:
         super().__init__(cluster, node_timeout=DEFAULT_NODE_TIMEOUT)
