@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 import task_ports
+from pai.chaos.postgres import PostgresCluster, server_installed
 
 STRICT = os.environ.get("PAI_TEST_STRICT") == "1"
 
@@ -49,6 +51,21 @@ def requirement() -> Callable[[bool, str], None]:
     """`require`, for fixtures and helpers of other test directories: they cannot import it by
     name, since each directory's conftest module is also called `conftest`."""
     return require
+
+
+@pytest.fixture
+def restartable_postgres(tmp_path: Path) -> Iterator[PostgresCluster]:
+    """A PostgreSQL server of the test's own (Debian's `initdb` and `pg_ctl`, on a free port of
+    127.0.0.1, as the `postgres` user), which the test may stop and start again."""
+    require(os.geteuid() == 0, "the test runs its PostgreSQL cluster as the postgres user")
+    require(server_installed(), "PostgreSQL's server is not installed (apt-get install postgresql)")
+    cluster = PostgresCluster(Path("/tmp") / f"pai-pg-{os.getpid()}-{tmp_path.name[-12:]}")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,6 @@ as a conflict.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from e2e.pai_process import PaiUp, job_file, running
-from pai.chaos.postgres import PostgresCluster, server_installed
+from pai.chaos.postgres import PostgresCluster
 
 pytestmark = pytest.mark.slow
 STREAM_SECONDS = 12.0
@@ -32,23 +30,8 @@ OUTAGE_SECONDS = 2.0
 
 
 @pytest.fixture
-def postgres(tmp_path: Path, requirement: Callable[[bool, str], None]) -> Iterator[PostgresCluster]:
-    requirement(os.geteuid() == 0, "the test runs its PostgreSQL cluster as the postgres user")
-    requirement(
-        server_installed(), "PostgreSQL's server is not installed (apt-get install postgresql)"
-    )
-    cluster = PostgresCluster(Path("/tmp") / f"pai-pg-{os.getpid()}-{tmp_path.name[-12:]}")
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.directory, ignore_errors=True)
-
-
-@pytest.fixture
-def platform(postgres: PostgresCluster, tmp_path: Path) -> Iterator[PaiUp]:
-    with running(tmp_path / "home", {"PAI_DATABASE_URL": postgres.url}) as up:
+def platform(restartable_postgres: PostgresCluster, tmp_path: Path) -> Iterator[PaiUp]:
+    with running(tmp_path / "home", {"PAI_DATABASE_URL": restartable_postgres.url}) as up:
         yield up
 
 
@@ -85,7 +68,7 @@ class Stream:
 
 
 def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles_nothing(
-    platform: PaiUp, postgres: PostgresCluster, tmp_path: Path
+    platform: PaiUp, restartable_postgres: PostgresCluster, tmp_path: Path
 ) -> None:
     pai = platform.admin_cli(tmp_path / "cli")
     jobs_dir = tmp_path / "job-files"
@@ -107,7 +90,7 @@ def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles
     for stream in streams:
         stream.start()
     time.sleep(RESTART_AFTER)
-    postgres.restart(OUTAGE_SECONDS)
+    restartable_postgres.restart(OUTAGE_SECONDS)
     for stream in streams:
         stream.join()
 

@@ -7,7 +7,8 @@ import socket
 import subprocess
 import time
 
-from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
+from pai.chaos.postgres import PostgresCluster
+from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder, holder_name
 from pai.store import Database
 
 SHORT = LeaseTerms(duration=3.0, renew_every=0.5, margin=1.0)
@@ -70,3 +71,30 @@ def _dead_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_a_standby_waits_through_a_store_restart_and_then_takes_over(
+    restartable_postgres: PostgresCluster,
+) -> None:
+    """A standby that met the store away used to end with the store's error: its supervisor
+    then started it again, which takes many seconds more (a Ray cluster to join)."""
+    database = Database(restartable_postgres.url)
+    with database.exclusive() as connection:
+        database.upgrade(connection)
+    holder = Leadership(database, "a", terms=SHORT, holder="holder")
+    standby = Leadership(database, "b", terms=SHORT, holder="standby")
+    assert holder.try_acquire()
+
+    restartable_postgres.pause()
+    try:
+        assert standby.try_acquire() is False
+        assert holder_name(database) == "unknown"  # what its message says meanwhile
+    finally:
+        restartable_postgres.resume()
+
+    deadline = time.monotonic() + 3 * SHORT.duration  # the holder hangs: its lease runs out
+    while not standby.try_acquire():
+        assert time.monotonic() < deadline, "the standby did not take over"
+        time.sleep(0.1)
+    assert current_holder(database).holder == "standby"  # type: ignore[union-attr]
+    database.dispose()

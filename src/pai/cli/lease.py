@@ -7,7 +7,7 @@ import time
 
 from rich.console import Console
 
-from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder
+from pai.orchestrator.leadership import Leadership, LeaseTerms, holder_name
 from pai.settings import Settings
 from pai.store import Database
 
@@ -22,10 +22,9 @@ def hold_lease(settings: Settings, address: str, console: Console) -> Leadership
     )
     if leadership.try_acquire():
         return leadership
-    holder = current_holder(database)
     console.print(
-        f"Another PAI controller ({holder.holder if holder else 'unknown'}) acts on this "
-        "database: this one waits as a standby and takes over when it stops."
+        f"Another PAI controller ({holder_name(database)}) acts on this database: this one "
+        "waits as a standby and takes over when it stops."
     )
     while not leadership.try_acquire():
         time.sleep(leadership.terms.renew_every)

@@ -29,6 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from pai.store import Database
+from pai.store.failures import store_failure
 from pai.store.models import ControllerLease
 
 log = logging.getLogger(__name__)
@@ -78,19 +79,29 @@ class Leadership:
         self._deadline = 0.0  # monotonic: act no longer than this without a renewal
         self._next_renewal = 0.0
         self._failing_since: float | None = None  # monotonic: renewals fail since then
+        self._store_away = False  # the last try to take the lease could not reach the store
 
     @property
     def held(self) -> bool:
         return self.epoch is not None and time.monotonic() < self._deadline
 
     def try_acquire(self) -> bool:
-        """Take the lease if nobody holds it (or the holder's has expired)."""
+        """Take the lease if nobody holds it (or the holder's has expired); not while the
+        store cannot be reached: a standby waits through a store restart."""
         now = datetime.now(UTC)
         started = time.monotonic()
         try:
             epoch = self._take(now)
         except IntegrityError:  # another standby inserted the first lease at the same moment
             return False
+        except Exception as error:
+            if store_failure(error) is None:
+                raise
+            if not self._store_away:
+                log.warning("%s cannot reach the store to take the lease: %s", self.holder, error)
+            self._store_away = True
+            return False
+        self._store_away = False
         if epoch is None:
             return False
         self.epoch = epoch
@@ -184,6 +195,18 @@ def _died_here(holder: str) -> bool:
     except PermissionError:  # alive, another user's
         return False
     return False
+
+
+def holder_name(database: Database) -> str:
+    """Who holds the lease, for a standby's message: 'unknown' when nobody does or the store
+    cannot be reached."""
+    try:
+        holder = current_holder(database)
+    except Exception as error:
+        if store_failure(error) is None:
+            raise
+        return "unknown"
+    return holder.holder if holder else "unknown"
 
 
 def current_holder(database: Database) -> Holder | None:

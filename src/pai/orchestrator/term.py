@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from pai.orchestrator.controller import Controller
-from pai.orchestrator.leadership import Leadership, current_holder
+from pai.orchestrator.leadership import Leadership, holder_name
 from pai.orchestrator.published import PublishedState, publish
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,9 @@ class ControllerTerm:
         announced = False
         while not self._leadership.try_acquire():
             if not announced:
-                holder = current_holder(self._leadership.database)
                 log.warning(
                     "another controller (%s) holds the lease: waiting to take over",
-                    holder.holder if holder else "unknown",
+                    holder_name(self._leadership.database),
                 )
                 announced = True
             if self._stopping.wait(self._leadership.terms.renew_every):
