@@ -125,6 +125,9 @@ class Settings:
     public_url: str = ""
     controller_lease_seconds: float = 10.0
     """How long a controller that stopped renewing keeps the lease before a standby takes over."""
+    store_wait_seconds: float = 60.0
+    """How long a starting service waits for a store it cannot reach (a restart) before it
+    fails with the reason; 0 fails at once."""
     scheduler: str = "pai"
     scheduler_reserve_after: float = DEFAULT_STARVATION_AFTER_S
     fair_share_half_life: float | None = DEFAULT_HALF_LIFE_S
@@ -206,6 +209,11 @@ class Settings:
                 "PAI_RAY_NODE_TIMEOUT: must be between 1 and 3600 seconds, "
                 f"got {self.ray_node_timeout:g}"
             )
+        if not 0 <= self.store_wait_seconds <= 3600:
+            raise ConfigurationError(
+                "PAI_STORE_WAIT_SECONDS: must be between 0 and 3600 seconds, "
+                f"got {self.store_wait_seconds:g}"
+            )
         if not 1 <= self.controller_lease_seconds <= 600:
             raise ConfigurationError(
                 "PAI_CONTROLLER_LEASE_SECONDS: must be between 1 and 600 seconds, "
@@ -272,6 +280,7 @@ class Settings:
             controller_lease_seconds=_float(
                 env, "PAI_CONTROLLER_LEASE_SECONDS", cls.controller_lease_seconds
             ),
+            store_wait_seconds=_float(env, "PAI_STORE_WAIT_SECONDS", cls.store_wait_seconds),
             monitor_retention_days=_int(
                 env, "PAI_MONITOR_RETENTION_DAYS", cls.monitor_retention_days
             ),

@@ -22,6 +22,8 @@ import pytest
 
 from e2e.pai_process import PaiUp, job_file, running
 from pai.chaos.postgres import PostgresCluster
+from pai.executors.local import kill_processes_under
+from server.harness import LOCAL_CLUSTER_FILE
 
 pytestmark = pytest.mark.slow
 STREAM_SECONDS = 12.0
@@ -105,3 +107,38 @@ def test_a_store_restart_under_a_stream_of_submissions_loses_nothing_and_doubles
     server_log = (platform.home / "pai.log").read_text()
     assert '"path": "/api/v2/jobs", "status": 503' in server_log  # clients did meet it
     client.close()
+
+
+def test_pai_up_started_while_its_store_is_down_waits_for_it_and_then_serves(
+    restartable_postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """As under a supervisor that starts it during a store restart: no crash, a message."""
+    restartable_postgres.pause()
+    store = {"PAI_DATABASE_URL": restartable_postgres.url}
+    platform = PaiUp(tmp_path / "home", LOCAL_CLUSTER_FILE, store)
+    starting = threading.Thread(target=platform.start, daemon=True)
+    starting.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "waiting for it" not in _printed(platform):
+            assert time.monotonic() < deadline, _printed(platform)[-2000:]
+            time.sleep(0.2)
+        assert "PAI's store cannot be reached (" in _printed(platform)
+        restartable_postgres.resume()
+        starting.join(timeout=90)
+
+        assert platform.process is not None and platform.process.poll() is None
+        with platform.client() as client:
+            client.submit(job_file("after-the-store", ["echo ran"]))
+            deadline = time.monotonic() + 60
+            while client.job("after-the-store").state != "SUCCEEDED":
+                assert time.monotonic() < deadline, client.job("after-the-store").state
+                time.sleep(0.5)
+        assert "Traceback" not in _printed(platform)
+    finally:
+        platform.stop()
+        kill_processes_under(platform.home)
+
+
+def _printed(platform: PaiUp) -> str:
+    return platform.output.read_text(errors="replace") if platform.output.exists() else ""

@@ -98,6 +98,7 @@ def test_secrets_stay_out_of_the_repr(tmp_path: Path) -> None:
         ("PAI_ENGINE", "ray", "PAI_RAY_ADDRESS: the Ray engine needs the address"),
         ("PAI_RAY_NODE_DIR", "pai-node", "PAI_RAY_NODE_DIR: must be an absolute path"),
         ("PAI_RAY_NODE_TIMEOUT", "0.5", "PAI_RAY_NODE_TIMEOUT: must be between 1 and 3600"),
+        ("PAI_STORE_WAIT_SECONDS", "-1", "PAI_STORE_WAIT_SECONDS: must be between 0 and 3600"),
         (
             "PAI_TRUSTED_PROXIES",
             "10.0.0.5, proxy.example",

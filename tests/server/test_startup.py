@@ -95,7 +95,8 @@ def test_a_generated_admin_password_is_printed_once_and_never_logged(
 
 
 def test_an_unreachable_database_fails_the_start_with_the_reason(tmp_path: Path) -> None:
-    settings = server_settings(tmp_path, "postgresql+psycopg://pai@127.0.0.1:1/pai")
+    unreachable = "postgresql+psycopg://pai@127.0.0.1:1/pai"
+    settings = server_settings(tmp_path, unreachable, store_wait_seconds=0)
     with pytest.raises(RuntimeError) as failure, serve(settings):
         pass
     message = str(failure.value)

@@ -10,13 +10,20 @@ from rich.console import Console
 from pai.orchestrator.leadership import Leadership, LeaseTerms, holder_name
 from pai.settings import Settings
 from pai.store import Database
+from pai.store.failures import waiting_for_store, when_store_reachable
 
 
 def hold_lease(settings: Settings, address: str, console: Console) -> Leadership:
     """The lease, taken at once or after waiting as a standby for the holder to stop."""
     database = Database(settings.database_url)
-    with database.exclusive() as connection:  # the lease's table comes with the migrations
-        database.upgrade(connection)
+
+    def upgrade() -> None:  # the lease's table comes with the migrations
+        with database.exclusive() as connection:
+            database.upgrade(connection)
+
+    when_store_reachable(
+        upgrade, lambda why: console.print(waiting_for_store(why)), settings.store_wait_seconds
+    )
     leadership = Leadership(
         database, address, terms=LeaseTerms.lasting(settings.controller_lease_seconds)
     )

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy import exc as sql
 
@@ -22,6 +25,9 @@ FULL_RETRY_AFTER = 30.0
 """Seconds a client waits after the store's disk was full: room is made by people."""
 UNREACHABLE_RETRY_AFTER = 2.0
 """Seconds a client waits after the store could not be reached: a restart takes seconds."""
+STORE_WAIT_INTERVAL = 1.0
+"""Seconds between a starting service's tries to reach its store."""
+T = TypeVar("T")
 
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _SQLITE_FULL = ("database or disk is full", "disk is full")
@@ -91,4 +97,37 @@ def _unavailable(why: str) -> ServiceUnavailableError:
     return ServiceUnavailableError(
         f"{why}: nothing was saved; try again in a few seconds",
         retry_after=UNREACHABLE_RETRY_AFTER,
+    )
+
+
+def when_store_reachable(
+    attempt: Callable[[], T], waiting: Callable[[str], None], patience: float
+) -> T:
+    """`attempt()`, tried again for up to `patience` seconds while the store cannot be reached:
+    a service started during a store restart waits for it rather than ending (its supervisor
+    would only start it again, at a greater cost), and a wrong address still fails with the
+    reason. `waiting` is told why, once. A full disk or any other failure is raised at once: a
+    person must act on those."""
+    deadline = time.monotonic() + patience
+    told = False
+    while True:
+        try:
+            return attempt()
+        except Exception as error:
+            if not isinstance(store_failure(error), ServiceUnavailableError):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            if not told:
+                cause = getattr(error, "orig", None) or error
+                waiting(str(cause).strip().splitlines()[0])
+                told = True
+        time.sleep(STORE_WAIT_INTERVAL)
+
+
+def waiting_for_store(why: str) -> str:
+    """What a service that waits for its store says."""
+    return (
+        f"PAI's store cannot be reached ({why}): waiting for it up to PAI_STORE_WAIT_SECONDS "
+        "(Ctrl-C stops)"
     )
