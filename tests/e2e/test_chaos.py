@@ -21,11 +21,6 @@ MINUTES = 3.0
 SEED = 1
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a known defect the run found in CI (issue 33, open): under the suite's load, an "
-    "interactive job's second attempt started on the host where its first had not yet ended",
-)
 def test_three_minutes_of_faults_lose_nothing_run_nothing_twice_and_leave_nothing(
     requirement: Callable[[bool, str], None],
 ) -> None:
