@@ -44,7 +44,10 @@ from pai.server.logconfig import configure_logging
 from pai.server.middleware import RequestTimingMiddleware
 from pai.settings import Settings
 from pai.store import Database
+from pai.store.failures import waiting_for_store, when_store_reachable
 from pai.store.installation import store_id
+
+log = logging.getLogger(__name__)
 
 EXIT_SPEC_FILE = "exit-spec.yaml"
 """An administrator's additions to the exit spec, in `$PAI_HOME`; reloaded when it changes."""
@@ -62,10 +65,16 @@ class Engine:
 def open_engine(
     settings: Settings, cluster: ClusterConfig, exit_specs: ExitSpecSource, database: Database
 ) -> Engine:
-    if settings.engine == "ray":
-        return _ray_engine(settings, cluster, exit_specs, store_id(database))
-    if settings.engine == "hollow":
-        return _hollow_engine(settings, cluster, exit_specs, store_id(database))
+    if settings.engine in ("ray", "hollow"):
+        # Read as the controller starts, when a store restart may just be under way.
+        store = when_store_reachable(
+            lambda: store_id(database),
+            lambda why: log.warning("%s", waiting_for_store(why)),
+            settings.store_wait_seconds,
+        )
+        if settings.engine == "ray":
+            return _ray_engine(settings, cluster, exit_specs, store)
+        return _hollow_engine(settings, cluster, exit_specs, store)
     local = LocalExecutor(
         settings.home / "executor",
         config=supervisor_config(settings, cluster),

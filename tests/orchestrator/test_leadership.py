@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 import time
+from pathlib import Path
 
 from pai.chaos.postgres import PostgresCluster
+from pai.executors.hollow.cluster import hollow_cluster
 from pai.orchestrator.leadership import Leadership, LeaseTerms, current_holder, holder_name
+from pai.platform import Engine, open_engine
+from pai.runtime.exitspec import ExitSpecSource
 from pai.store import Database
+from server.harness import server_settings
 
 SHORT = LeaseTerms(duration=3.0, renew_every=0.5, margin=1.0)
 """Short, and still long enough for a renewal on a machine loaded by the rest of the suite (a
@@ -97,4 +103,33 @@ def test_a_standby_waits_through_a_store_restart_and_then_takes_over(
         assert time.monotonic() < deadline, "the standby did not take over"
         time.sleep(0.1)
     assert current_holder(database).holder == "standby"  # type: ignore[union-attr]
+    database.dispose()
+
+
+def test_a_controller_that_took_the_lease_as_the_store_stopped_opens_its_engine_once_it_is_back(
+    restartable_postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """The engine is named after the store: the chaos run caught a new controller reading that
+    name just as PostgreSQL stopped, and ending with the store's error."""
+    database = Database(restartable_postgres.url)
+    with database.exclusive() as connection:
+        database.upgrade(connection)
+    settings = server_settings(tmp_path, restartable_postgres.url, engine="hollow")
+    opened: list[Engine] = []
+    restartable_postgres.pause()
+    opening = threading.Thread(
+        target=lambda: opened.append(
+            open_engine(settings, hollow_cluster(2), ExitSpecSource(), database)
+        )
+    )
+    opening.start()
+    try:
+        time.sleep(2)
+        assert opening.is_alive()  # waiting, not failed
+    finally:
+        restartable_postgres.resume()
+    opening.join(timeout=60)
+    assert len(opened) == 1
+    assert set(opened[0].executor.node_states()) == {"hollow-00001", "hollow-00002"}
+    opened[0].close()
     database.dispose()
