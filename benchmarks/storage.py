@@ -79,16 +79,42 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` different free ports (two probes in a row may be given the same one)."""
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
+
+
 def wait_for(url: str, process: subprocess.Popen[bytes], what: str) -> None:
+    """Until `process` answers at `url`: an answer from another process that took the port
+    first is no start."""
     deadline = time.monotonic() + 90
     while True:
         try:
             httpx.get(url, timeout=1.0)
-            return
+            if listens(process.pid, httpx.URL(url).port):
+                return
         except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.1)
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start on {url}") from None
+        time.sleep(0.1)
+
+
+def listens(pid: int, port: int | None) -> bool:
+    """Whether the process `pid`, or one of its children, listens on `port`."""
+    try:
+        parent = psutil.Process(pid)
+        family = [parent, *parent.children(recursive=True)]
+        return any(
+            connection.status == psutil.CONN_LISTEN and connection.laddr.port == port
+            for process in family
+            for connection in process.net_connections(kind="tcp")
+        )
+    except psutil.NoSuchProcess:
+        return False
 
 
 @contextmanager
@@ -142,7 +168,7 @@ def copy(env: dict[str, str], server_pid: int, source: str, target: str) -> dict
 
 def measure(directory: Path, megabytes: int) -> list[dict[str, Any]]:
     home = directory / "home"
-    port, s3_port = free_port(), free_port()
+    port, s3_port = free_ports(2)
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PAI_HOME": str(home), "PAI_ADMIN_PASSWORD": ADMIN_PASSWORD}
     env.pop("PAI_DATABASE_URL", None)
