@@ -62,6 +62,8 @@ WORKER_PORTS = (
     "--max-worker-port=14999",
 )
 # A killed worker counts as gone after about 3 s instead of Ray's default of about 30 s.
+KILL_ROUNDS = 5
+"""Rounds of killing a host's processes, for those started while the previous round ran."""
 HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 
 
@@ -137,7 +139,7 @@ class RaySandbox(Sandbox):
 
     def stop_worker(self, name: str) -> None:
         """Kill every process of the worker, tasks included, as a machine going down would."""
-        _kill_all(_namespace_pids(self.namespace(name)))
+        _kill_all([self.namespace(name)])
 
     def cut(self, name: str) -> None:
         """Cut the worker's network link (its veth on the bridge goes down): it runs on,
@@ -174,7 +176,7 @@ class RaySandbox(Sandbox):
         """Take everything down; safe to call more than once and after a failed start."""
         made = [name for name in self.workers if Path("/run/netns", self.namespace(name)).exists()]
         # All workers at once: one wait for every process killed, however many workers.
-        _kill_all([pid for name in made for pid in _namespace_pids(self.namespace(name))])
+        _kill_all([self.namespace(name) for name in made])
         kill_processes_under(self.root)  # the head's processes, with their children
         while self._created:
             subprocess.run(self._created.pop(), capture_output=True, check=False)
@@ -311,13 +313,19 @@ def _namespace_pids(namespace: str) -> list[int]:
     return [int(pid) for pid in listed.stdout.split()]
 
 
-def _kill_all(pids: list[int]) -> None:
-    processes = []
-    for pid in pids:
-        try:
-            process = psutil.Process(pid)
-            process.send_signal(signal.SIGKILL)
-            processes.append(process)
-        except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(processes, timeout=10)
+def _kill_all(namespaces: list[str]) -> None:
+    """SIGKILL every process of the namespaces until none is left: one started meanwhile (Ray
+    starting a worker for an actor it restarts, as the raylet went) goes too, as it would with
+    the machine."""
+    for _ in range(KILL_ROUNDS):
+        processes = []
+        for pid in [pid for namespace in namespaces for pid in _namespace_pids(namespace)]:
+            try:
+                process = psutil.Process(pid)
+                process.send_signal(signal.SIGKILL)
+                processes.append(process)
+            except psutil.NoSuchProcess:
+                continue
+        if not processes:
+            return
+        psutil.wait_procs(processes, timeout=10)
