@@ -44,7 +44,7 @@ from pai.server.logconfig import configure_logging
 from pai.server.middleware import RequestTimingMiddleware
 from pai.settings import Settings
 from pai.store import Database
-from pai.store.failures import waiting_for_store, when_store_reachable
+from pai.store.failures import when_store_reachable
 from pai.store.installation import store_id
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def open_engine(
         # Read as the controller starts, when a store restart may just be under way.
         store = when_store_reachable(
             lambda: store_id(database),
-            lambda why: log.warning("%s", waiting_for_store(why)),
+            log.warning,
             settings.store_wait_seconds,
         )
         if settings.engine == "ray":

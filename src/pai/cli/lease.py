@@ -10,7 +10,7 @@ from rich.console import Console
 from pai.orchestrator.leadership import Leadership, LeaseTerms, holder_name
 from pai.settings import Settings
 from pai.store import Database
-from pai.store.failures import waiting_for_store, when_store_reachable
+from pai.store.failures import when_store_reachable
 
 
 def hold_lease(settings: Settings, address: str, console: Console) -> Leadership:
@@ -21,8 +21,9 @@ def hold_lease(settings: Settings, address: str, console: Console) -> Leadership
         with database.exclusive() as connection:
             database.upgrade(connection)
 
+    # No markup: the store's error may hold brackets ("[Errno 111]").
     when_store_reachable(
-        upgrade, lambda why: console.print(waiting_for_store(why)), settings.store_wait_seconds
+        upgrade, lambda said: console.print(said, markup=False), settings.store_wait_seconds
     )
     leadership = Leadership(
         database, address, terms=LeaseTerms.lasting(settings.controller_lease_seconds)

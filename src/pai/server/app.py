@@ -29,7 +29,7 @@ from pai.server.middleware import (
 from pai.server.routes import authn, groups, health, info, tokens, users
 from pai.settings import Settings
 from pai.store import Database
-from pai.store.failures import waiting_for_store, when_store_reachable
+from pai.store.failures import when_store_reachable
 
 IDENTITY_ROUTERS = (info.router, authn.router, tokens.router, users.router, groups.router)
 
@@ -79,7 +79,7 @@ def create_app(
         result = await run_in_threadpool(
             when_store_reachable,
             lambda: initialize(database, settings),
-            lambda why: print(waiting_for_store(why), file=sys.stderr, flush=True),
+            lambda waiting: print(waiting, file=sys.stderr, flush=True),
             settings.store_wait_seconds,
         )
         announce_admin_password(result)

@@ -106,8 +106,8 @@ def when_store_reachable(
     """`attempt()`, tried again for up to `patience` seconds while the store cannot be reached:
     a service started during a store restart waits for it rather than ending (its supervisor
     would only start it again, at a greater cost), and a wrong address still fails with the
-    reason. `waiting` is told why, once. A full disk or any other failure is raised at once: a
-    person must act on those."""
+    reason. `waiting` is told so, once, with why. A full disk or any other failure is raised
+    at once: a person must act on those."""
     deadline = time.monotonic() + patience
     told = False
     while True:
@@ -120,14 +120,10 @@ def when_store_reachable(
                 raise
             if not told:
                 cause = getattr(error, "orig", None) or error
-                waiting(str(cause).strip().splitlines()[0])
+                why = str(cause).strip().splitlines()[0]
+                waiting(
+                    f"PAI's store cannot be reached ({why}): waiting for it up to "
+                    "PAI_STORE_WAIT_SECONDS (Ctrl-C stops)"
+                )
                 told = True
         time.sleep(STORE_WAIT_INTERVAL)
-
-
-def waiting_for_store(why: str) -> str:
-    """What a service that waits for its store says."""
-    return (
-        f"PAI's store cannot be reached ({why}): waiting for it up to PAI_STORE_WAIT_SECONDS "
-        "(Ctrl-C stops)"
-    )

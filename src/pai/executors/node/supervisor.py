@@ -437,9 +437,12 @@ class Supervisor:
         if reason is not None:
             message = f"stopped by the platform: {reason.name.lower().replace('_', ' ')}"
             code = reason.exit_code
-        else:
-            name = signal.Signals(self._stop_signal or signal.SIGTERM).name
+        elif self._stop_signal is not None:
+            name = signal.Signals(self._stop_signal).name
             message = f"the task's supervisor received {name} from outside the platform"
+            code = ExitCode.POD_EXTERNAL_DELETED
+        else:  # the node's executor ended the attempt while its SSH server started
+            message = "the platform had given the attempt up: its command was not started"
             code = ExitCode.POD_EXTERNAL_DELETED
         self._note(message)
         return self._spec().for_code(code, origin_exit_code=status, diagnostics=(message,))

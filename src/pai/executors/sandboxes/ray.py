@@ -61,9 +61,9 @@ WORKER_PORTS = (
     "--min-worker-port=10002",
     "--max-worker-port=14999",
 )
-# A killed worker counts as gone after about 3 s instead of Ray's default of about 30 s.
 KILL_ROUNDS = 5
 """Rounds of killing a host's processes, for those started while the previous round ran."""
+# A killed worker counts as gone after about 3 s instead of Ray's default of about 30 s.
 HEAD_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 
 
