@@ -13,6 +13,9 @@ as a conflict.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -142,3 +145,19 @@ def test_pai_up_started_while_its_store_is_down_waits_for_it_and_then_serves(
 
 def _printed(platform: PaiUp) -> str:
     return platform.output.read_text(errors="replace") if platform.output.exists() else ""
+
+
+def test_pai_up_whose_store_never_answers_says_why_and_exits(tmp_path: Path) -> None:
+    unreachable = "postgresql+psycopg://postgres@127.0.0.1:1/postgres"
+    env = {**os.environ, "PAI_HOME": str(tmp_path / "home"), "PAI_DATABASE_URL": unreachable}
+    env["PAI_STORE_WAIT_SECONDS"] = "1"
+    pai = Path(sys.executable).with_name("pai")
+    done = subprocess.run(
+        [str(pai), "up", "--port", "1"], env=env, capture_output=True, text=True, timeout=120
+    )
+
+    printed = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, printed
+    assert "waiting for it up to PAI_STORE_WAIT_SECONDS" in printed
+    assert "error: PAI_DATABASE_URL: PAI's store cannot be reached (" in printed
+    assert "waited 1 s" in printed and "Traceback" not in printed

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import time
 
+import typer
 from rich.console import Console
+from rich.markup import escape
 
+from pai.errors import ConfigurationError
 from pai.orchestrator.leadership import Leadership, LeaseTerms, holder_name
 from pai.settings import Settings
 from pai.store import Database
@@ -22,9 +25,13 @@ def hold_lease(settings: Settings, address: str, console: Console) -> Leadership
             database.upgrade(connection)
 
     # No markup: the store's error may hold brackets ("[Errno 111]").
-    when_store_reachable(
-        upgrade, lambda said: console.print(said, markup=False), settings.store_wait_seconds
-    )
+    try:
+        when_store_reachable(
+            upgrade, lambda said: console.print(said, markup=False), settings.store_wait_seconds
+        )
+    except ConfigurationError as problem:
+        console.print(f"[red]error:[/red] {escape(str(problem))}")
+        raise typer.Exit(1) from None
     leadership = Leadership(
         database, address, terms=LeaseTerms.lasting(settings.controller_lease_seconds)
     )

@@ -18,7 +18,12 @@ from typing import TypeVar
 
 from sqlalchemy import exc as sql
 
-from pai.errors import InsufficientStorageError, RetryLater, ServiceUnavailableError
+from pai.errors import (
+    ConfigurationError,
+    InsufficientStorageError,
+    RetryLater,
+    ServiceUnavailableError,
+)
 from pai.store.database import StoreBusyError
 
 FULL_RETRY_AFTER = 30.0
@@ -106,8 +111,8 @@ def when_store_reachable(
     """`attempt()`, tried again for up to `patience` seconds while the store cannot be reached:
     a service started during a store restart waits for it rather than ending (its supervisor
     would only start it again, at a greater cost), and a wrong address still fails with the
-    reason. `waiting` is told so, once, with why. A full disk or any other failure is raised
-    at once: a person must act on those."""
+    reason (`ConfigurationError`, naming PAI_DATABASE_URL). `waiting` is told so, once, with
+    why. A full disk or any other failure is raised at once: a person must act on those."""
     deadline = time.monotonic() + patience
     told = False
     while True:
@@ -116,11 +121,14 @@ def when_store_reachable(
         except Exception as error:
             if not isinstance(store_failure(error), ServiceUnavailableError):
                 raise
+            cause = getattr(error, "orig", None) or error
+            why = str(cause).strip().splitlines()[0]
             if time.monotonic() >= deadline:
-                raise
+                raise ConfigurationError(
+                    f"PAI_DATABASE_URL: PAI's store cannot be reached ({why}); waited "
+                    f"{patience:g} s (PAI_STORE_WAIT_SECONDS)"
+                ) from error
             if not told:
-                cause = getattr(error, "orig", None) or error
-                why = str(cause).strip().splitlines()[0]
                 waiting(
                     f"PAI's store cannot be reached ({why}): waiting for it up to "
                     "PAI_STORE_WAIT_SECONDS (Ctrl-C stops)"
